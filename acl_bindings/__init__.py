@@ -1,0 +1,65 @@
+"""ctypes bindings over the CANN runtime, nnopbase and aclnn operator libraries.
+
+Importing loads nothing.  The first call chooses a backend (real CANN, or the
+embedded CPU simulator) and says which; see :mod:`acl_bindings._loader` for the
+search order and :mod:`acl_bindings._config` for the environment variables.
+
+Layers, each depending only on those before it:
+
+1. :mod:`acl_bindings.prototypes`: the C prototypes, as data;
+2. :data:`acl_bindings.lib`: the raw functions under their C names, checked;
+3. the objects: :class:`Device`, :class:`Stream`, :class:`Event`,
+   :class:`DeviceBuffer`, :class:`HostBuffer`, :class:`Tensor`, :class:`IntArray`,
+   :class:`TwoPhaseOp`, :class:`Executor`, :class:`Workspace`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ._lib import MissingSymbolError, lib, recent_error_message
+from ._loader import Backend, LibraryInfo
+from ._loader import load as load_backend
+from ._loader import loaded as loaded_backend
+from .enums import DataType, Format, MemAttr, MemcpyKind, MemMallocPolicy, acl_to_dtype, dtype_to_acl
+from .errors import (
+    AclError,
+    AclMemoryError,
+    AclnnInnerError,
+    AclnnParamError,
+    AclParamError,
+    AclRuntimeError,
+    AclStateError,
+    ClosedError,
+    LibraryNotFoundError,
+    ProcessForkedError,
+    SimulatorUnavailableError,
+)
+from .memory import DeviceBuffer, HostBuffer, host_span
+from .meta import IntArray, Tensor, contiguous_strides
+from .op import Executor, TwoPhaseOp, Workspace
+from .runtime import (
+    Device,
+    Event,
+    Stream,
+    acl_version,
+    cann_version,
+    device_count,
+    ensure_initialized,
+    finalize,
+    soc_name,
+)
+
+logging.getLogger("acl_bindings").addHandler(logging.NullHandler())
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "lib", "recent_error_message", "MissingSymbolError", "Backend", "LibraryInfo", "load_backend",
+    "loaded_backend", "DataType", "Format", "MemAttr", "MemcpyKind", "MemMallocPolicy", "acl_to_dtype",
+    "dtype_to_acl", "AclError", "AclMemoryError", "AclnnInnerError", "AclnnParamError", "AclParamError",
+    "AclRuntimeError", "AclStateError", "ClosedError", "LibraryNotFoundError", "ProcessForkedError",
+    "SimulatorUnavailableError", "DeviceBuffer", "HostBuffer", "host_span", "IntArray", "Tensor",
+    "contiguous_strides", "Executor", "TwoPhaseOp", "Workspace", "Device", "Event", "Stream", "acl_version",
+    "cann_version", "device_count", "ensure_initialized", "finalize", "soc_name", "__version__",
+]

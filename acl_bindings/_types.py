@@ -1,0 +1,54 @@
+"""C types of the CANN ABI as ctypes objects (cann-abi.md §2).
+
+``aclError`` and ``aclnnStatus`` are 4-byte ints; every C enum is passed as a
+4-byte int; ``aclrtStream``, ``aclrtContext`` and ``aclrtEvent`` are ``void*``.
+The nnopbase objects are opaque structs, each with its own pointer type so that
+ctypes refuses an ``aclIntArray*`` where an ``aclTensor*`` is expected.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, c_char_p, c_int, c_int32, c_void_p
+
+# typedef int aclError;
+aclError = c_int
+# typedef int32_t aclnnStatus;
+aclnnStatus = c_int32
+# C enums (aclDataType, aclFormat, aclrtMemcpyKind, aclrtMemMallocPolicy, aclrtMemAttr, ...)
+c_enum = c_int
+# typedef void *aclrtStream; typedef void *aclrtContext; typedef void *aclrtEvent;
+aclrtStream = c_void_p
+aclrtContext = c_void_p
+aclrtEvent = c_void_p
+
+
+class aclTensor(ctypes.Structure):
+    """Opaque ``struct aclTensor``."""
+
+
+class aclIntArray(ctypes.Structure):
+    """Opaque ``struct aclIntArray``."""
+
+
+class aclOpExecutor(ctypes.Structure):
+    """Opaque ``struct aclOpExecutor``."""
+
+
+aclTensor_p = POINTER(aclTensor)
+aclIntArray_p = POINTER(aclIntArray)
+aclOpExecutor_p = POINTER(aclOpExecutor)
+
+#: ``const char *`` results that the library owns (never freed by us).
+c_str = c_char_p
+
+#: Status return types: a non-zero value is an error code.
+STATUS_TYPES = (aclError, aclnnStatus)
+#: Constructor return types: NULL is a failure.
+HANDLE_TYPES = (aclTensor_p, aclIntArray_p)
+
+__all__ = [
+    "aclError", "aclnnStatus", "c_enum", "aclrtStream", "aclrtContext", "aclrtEvent",
+    "aclTensor", "aclIntArray", "aclOpExecutor", "aclTensor_p", "aclIntArray_p", "aclOpExecutor_p",
+    "c_str", "STATUS_TYPES", "HANDLE_TYPES", "c_int32",
+]

@@ -1,0 +1,111 @@
+"""Enumerations of the CANN ABI (values from cann-abi.md §3)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+__all__ = ["DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "dtype_to_acl", "acl_to_dtype"]
+
+
+class DataType(IntEnum):
+    """``aclDataType`` (acl_base_rt.h)."""
+
+    DT_UNDEFINED = -1
+    FLOAT = 0
+    FLOAT16 = 1
+    INT8 = 2
+    INT32 = 3
+    UINT8 = 4
+    INT16 = 6
+    UINT16 = 7
+    UINT32 = 8
+    INT64 = 9
+    UINT64 = 10
+    DOUBLE = 11
+    BOOL = 12
+    STRING = 13
+    COMPLEX64 = 16
+    COMPLEX128 = 17
+    BF16 = 27
+
+
+class Format(IntEnum):
+    """``aclFormat`` (acl_base_rt.h); only the values this project uses or reports."""
+
+    UNDEFINED = -1
+    NCHW = 0
+    NHWC = 1
+    ND = 2
+    NC1HWC0 = 3
+    NDHWC = 27
+    NCDHW = 30
+    NCL = 47
+
+
+class MemcpyKind(IntEnum):
+    """``aclrtMemcpyKind`` (acl_rt.h)."""
+
+    HOST_TO_HOST = 0
+    HOST_TO_DEVICE = 1
+    DEVICE_TO_HOST = 2
+    DEVICE_TO_DEVICE = 3
+    DEFAULT = 4
+
+
+class MemMallocPolicy(IntEnum):
+    """``aclrtMemMallocPolicy`` (acl_rt.h)."""
+
+    HUGE_FIRST = 0
+    HUGE_ONLY = 1
+    NORMAL_ONLY = 2
+
+
+class MemAttr(IntEnum):
+    """``aclrtMemAttr`` for ``aclrtGetMemInfo`` (acl_rt.h)."""
+
+    DDR_MEM = 0
+    HBM_MEM = 1
+
+
+def _bfloat16() -> np.dtype | None:
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
+    """Map a numpy dtype (float32, float16, bfloat16 from ml_dtypes, int64) to its ``aclDataType``.
+
+    Raises
+    ------
+    TypeError
+        For any other dtype, naming it.
+    """
+    dt = np.dtype(dtype)
+    if dt == np.float32:
+        return DataType.FLOAT
+    if dt == np.float16:
+        return DataType.FLOAT16
+    if dt == np.int64:
+        return DataType.INT64
+    bf16 = _bfloat16()
+    if bf16 is not None and dt == bf16:
+        return DataType.BF16
+    raise TypeError(f"dtype: expected float32, float16, bfloat16 or int64, got {dt}")
+
+
+def acl_to_dtype(acl: int) -> np.dtype:
+    """Inverse of :func:`dtype_to_acl`."""
+    table = {DataType.FLOAT: np.dtype(np.float32), DataType.FLOAT16: np.dtype(np.float16),
+             DataType.INT64: np.dtype(np.int64)}
+    if acl in table:
+        return table[DataType(acl)]
+    if acl == DataType.BF16:
+        bf16 = _bfloat16()
+        if bf16 is not None:
+            return bf16
+    raise TypeError(f"aclDataType {acl} has no numpy equivalent here")

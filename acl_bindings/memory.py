@@ -1,0 +1,167 @@
+"""Device buffers and pinned host buffers.
+
+Wraps: aclrtMalloc, aclrtFree, aclrtMallocHost, aclrtFreeHost, aclrtMemcpy,
+aclrtMemcpyAsync, aclrtMemset, aclrtMemsetAsync.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import byref, c_void_p
+from typing import Any
+
+import numpy as np
+
+from ._lib import lib
+from ._resource import Resource
+from .enums import MemcpyKind, MemMallocPolicy
+from .runtime import Device, Stream
+
+__all__ = ["DeviceBuffer", "HostBuffer", "host_span"]
+
+
+def host_span(array: np.ndarray) -> tuple[int, int]:
+    """``(address, nbytes)`` of the smallest byte range holding every element of *array*.
+
+    Strides must be >= 0.  For a contiguous array this is its data buffer; for a
+    strided view it includes the gaps between elements (which belong to its base).
+    """
+    if array.size == 0:
+        return int(array.ctypes.data), 0
+    if any(s < 0 for s in array.strides):
+        raise ValueError(f"array: negative strides {array.strides} are not supported; "
+                         "pass np.ascontiguousarray(array) or a view with positive strides")
+    extent = sum((n - 1) * s for n, s in zip(array.shape, array.strides)) + array.itemsize
+    return int(array.ctypes.data), int(extent)
+
+
+def _free(ptr: int, device: Device) -> None:
+    device.activate()
+    lib.aclrtFree(ptr)
+
+
+class DeviceBuffer(Resource):
+    """*nbytes* of device memory on *device*; keeps the device alive.
+
+    Parameters
+    ----------
+    device:
+        The owning :class:`~acl_bindings.Device`.
+    nbytes:
+        Size in bytes, > 0.
+    policy:
+        The ``aclrtMemMallocPolicy`` (default ``HUGE_FIRST``, as the official sample).
+    """
+
+    _what = "device buffer"
+
+    def __init__(self, device: Device, nbytes: int, policy: MemMallocPolicy = MemMallocPolicy.HUGE_FIRST) -> None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise ValueError(f"nbytes: expected a positive int, got {nbytes!r}")
+        device.activate()
+        self.device = device
+        self.nbytes = int(nbytes)
+        ptr = c_void_p()
+        lib.aclrtMalloc(byref(ptr), self.nbytes, int(policy))
+        self.ptr: int = int(ptr.value or 0)
+        self._own(_free, self.ptr, device)
+
+    @property
+    def _as_parameter_(self) -> c_void_p:
+        self._check_open()
+        return c_void_p(self.ptr)
+
+    def _range(self, offset: int, nbytes: int, what: str) -> None:
+        self._check_open()
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
+            raise ValueError(f"{what}: range [{offset}, {offset + nbytes}) is outside this "
+                             f"{self.nbytes}-byte buffer")
+
+    def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
+        """Copy *array*'s bytes (its :func:`host_span`) to ``ptr + offset``.
+
+        With *stream*, the copy is queued (``aclrtMemcpyAsync``); *array* must then stay
+        alive and unchanged until the stream is synchronised.
+        """
+        addr, n = host_span(np.asarray(array))
+        self._range(offset, n, "upload")
+        if n == 0:
+            return
+        self.device.activate()
+        if stream is None:
+            lib.aclrtMemcpy(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE)
+        else:
+            lib.aclrtMemcpyAsync(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE,
+                                 stream)
+
+    def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
+        """Copy bytes at ``ptr + offset`` into *out*'s :func:`host_span` (synchronous) and return *out*.
+
+        Work queued on streams is not waited for: synchronise the stream first.
+        """
+        if not out.flags.writeable:
+            raise ValueError("out: the array is read-only")
+        addr, n = host_span(out)
+        self._range(offset, n, "download")
+        if n:
+            self.device.activate()
+            lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
+        return out
+
+    def copy_from(self, src: DeviceBuffer, nbytes: int | None = None, stream: Stream | None = None) -> None:
+        """Device-to-device copy of *nbytes* (default: all of *src*) into this buffer."""
+        n = src.nbytes if nbytes is None else int(nbytes)
+        src._range(0, n, "copy_from source")
+        self._range(0, n, "copy_from destination")
+        self.device.activate()
+        if stream is None:
+            lib.aclrtMemcpy(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE)
+        else:
+            lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
+
+    def memset(self, value: int = 0, nbytes: int | None = None, stream: Stream | None = None) -> None:
+        """Set *nbytes* (default: all) bytes to *value*."""
+        n = self.nbytes if nbytes is None else int(nbytes)
+        self._range(0, n, "memset")
+        self.device.activate()
+        if stream is None:
+            lib.aclrtMemset(self.ptr, self.nbytes, int(value), n)
+        else:
+            lib.aclrtMemsetAsync(self.ptr, self.nbytes, int(value), n, stream)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.ptr:#x}"
+        return f"<DeviceBuffer {self.nbytes} bytes {state} on device {self.device.id}>"
+
+
+def _free_host(ptr: int, device: Device) -> None:
+    device.activate()
+    lib.aclrtFreeHost(ptr)
+
+
+class HostBuffer(Resource):
+    """*nbytes* of pinned host memory.  :meth:`array` views it as numpy.
+
+    Views must not be used after ``close()``.
+    """
+
+    _what = "host buffer"
+
+    def __init__(self, device: Device, nbytes: int) -> None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise ValueError(f"nbytes: expected a positive int, got {nbytes!r}")
+        device.activate()
+        self.device = device
+        self.nbytes = int(nbytes)
+        ptr = c_void_p()
+        lib.aclrtMallocHost(byref(ptr), self.nbytes)
+        self.ptr: int = int(ptr.value or 0)
+        self._own(_free_host, self.ptr, device)
+
+    def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        """A numpy view of the buffer (no copy)."""
+        self._check_open()
+        dt = np.dtype(dtype)
+        raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
+        flat = np.frombuffer(raw, dtype=dt, count=self.nbytes // dt.itemsize)
+        return flat if shape is None else flat[: int(np.prod(shape))].reshape(shape)

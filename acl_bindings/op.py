@@ -1,0 +1,190 @@
+"""Generic two-phase aclnn operator calls.
+
+An aclnn operator ``X`` exports ``aclnnXGetWorkspaceSize(<args>, uint64_t *workspaceSize,
+aclOpExecutor **executor)`` and ``aclnnX(void *workspace, uint64_t workspaceSize,
+aclOpExecutor *executor, aclrtStream stream)``.  :class:`TwoPhaseOp` declares both
+from the operator's name and its phase-1 argtypes.
+
+* Executors are single-use by default: phase 2 consumes them (cann-abi.md §1.3).
+* :meth:`Executor.make_repeatable` (aclSetAclOpExecutorRepeatable) allows many
+  phase-2 runs, with addresses updated by aclSetInputTensorAddr /
+  aclSetOutputTensorAddr; the executor is then freed by aclDestroyAclOpExecutor.
+* :class:`Workspace` belongs to a stream's owner: it only grows, and an outgrown
+  buffer is freed only after the stream was synchronised.
+
+Wraps: aclnn<op>GetWorkspaceSize, aclnn<op>, aclSetAclOpExecutorRepeatable,
+aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_uint64, c_void_p
+from typing import Any
+
+from ._lib import lib
+from ._resource import Resource
+from ._types import aclOpExecutor_p
+from .memory import DeviceBuffer
+from .meta import Tensor
+from .prototypes import two_phase_prototypes
+from .runtime import Device, Stream
+
+__all__ = ["TwoPhaseOp", "Executor", "Workspace"]
+
+
+def _destroy_executor(handle: Any) -> None:
+    lib.aclDestroyAclOpExecutor(handle)
+
+
+class Executor(Resource):
+    """An ``aclOpExecutor`` returned by phase 1.
+
+    It is consumed by its first phase-2 run unless :meth:`make_repeatable` was called.
+    ``close()`` destroys an executor that was never consumed.
+    """
+
+    _what = "executor"
+
+    def __init__(self, handle: Any, workspace_size: int, keep: tuple[Any, ...] = ()) -> None:
+        self.handle = handle
+        self.workspace_size = int(workspace_size)
+        self.repeatable = False
+        self.runs = 0
+        self._keep = keep  # tensors and arrays the executor refers to stay alive with it
+        self._own(_destroy_executor, handle)
+
+    @property
+    def _as_parameter_(self) -> Any:
+        self._check_open()
+        return self.handle
+
+    def make_repeatable(self) -> None:
+        """Allow repeated phase-2 runs.  Wraps: aclSetAclOpExecutorRepeatable."""
+        self._check_open()
+        lib.aclSetAclOpExecutorRepeatable(self.handle)
+        self.repeatable = True
+
+    def set_input_address(self, index: int, tensor: Tensor, address: int) -> None:
+        """Point input *index* (and *tensor*) at *address*.  Wraps: aclSetInputTensorAddr."""
+        self._check_open()
+        lib.aclSetInputTensorAddr(self.handle, index, tensor, c_void_p(address))
+        tensor.address = int(address)
+
+    def set_output_address(self, index: int, tensor: Tensor, address: int) -> None:
+        """Point output *index* (and *tensor*) at *address*.  Wraps: aclSetOutputTensorAddr."""
+        self._check_open()
+        lib.aclSetOutputTensorAddr(self.handle, index, tensor, c_void_p(address))
+        tensor.address = int(address)
+
+    def _consumed(self) -> None:
+        """Phase 2 freed the executor: forget the handle without destroying it."""
+        fin = self._fin
+        if fin is not None:
+            fin.detach()
+        self._keep = ()
+
+
+class Workspace:
+    """A grow-only device workspace, ordered with one stream.
+
+    :meth:`reserve` returns an address of at least *n* bytes (None for 0).  When it
+    must grow, the stream is synchronised before the smaller buffer is freed, so
+    queued work never loses its workspace.
+    """
+
+    def __init__(self, device: Device, stream: Stream) -> None:
+        self.device = device
+        self.stream = stream
+        self.buffer: DeviceBuffer | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Current capacity in bytes."""
+        return 0 if self.buffer is None or self.buffer.closed else self.buffer.nbytes
+
+    def reserve(self, n: int) -> int | None:
+        """An address with at least *n* bytes, or None when *n* is 0."""
+        if n <= 0:
+            return None
+        if self.buffer is not None and not self.buffer.closed and self.buffer.nbytes >= n:
+            return self.buffer.ptr
+        self.release()
+        self.buffer = DeviceBuffer(self.device, n)
+        return self.buffer.ptr
+
+    def release(self) -> None:
+        """Free the buffer after the stream has finished with it."""
+        if self.buffer is not None and not self.buffer.closed:
+            if not self.stream.closed:
+                self.stream.synchronize()
+            self.buffer.close()
+        self.buffer = None
+
+
+class TwoPhaseOp:
+    """An aclnn two-phase operator, declared by name and phase-1 argtypes.
+
+    Parameters
+    ----------
+    name:
+        The operator name without the ``aclnn`` prefix, e.g. ``"UpsampleNearestExact3dBackward"``.
+    phase1_argtypes:
+        ctypes argtypes of phase 1, without the trailing ``workspaceSize`` and ``executor``.
+    """
+
+    def __init__(self, name: str, phase1_argtypes: tuple[Any, ...]) -> None:
+        self.name = name
+        self.phase1_name = f"aclnn{name}GetWorkspaceSize"
+        self.phase2_name = f"aclnn{name}"
+        lib.declare(two_phase_prototypes(name, tuple(phase1_argtypes)))
+
+    def available(self) -> bool:
+        """Whether the loaded operator libraries export both phases."""
+        return lib.has(self.phase1_name) and lib.has(self.phase2_name)
+
+    def get_workspace_size(self, *args: Any, keep: tuple[Any, ...] = ()) -> tuple[int, Executor]:
+        """Phase 1: returns ``(workspace_size, executor)``.  Raises on a non-zero status."""
+        size = c_uint64()
+        handle = aclOpExecutor_p()
+        getattr(lib, self.phase1_name)(*args, byref(size), byref(handle))
+        if not handle:
+            return int(size.value), _NullExecutor(int(size.value))
+        return int(size.value), Executor(handle, int(size.value), keep)
+
+    def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream) -> None:
+        """Phase 2 on *stream*.  A single-use executor is consumed, whether or not it succeeds."""
+        if isinstance(executor, _NullExecutor):
+            return
+        executor._check_open()
+        fn = getattr(lib, self.phase2_name)
+        try:
+            fn(c_void_p(workspace) if workspace else None, workspace_size, executor.handle, stream)
+        finally:
+            executor.runs += 1
+            if not executor.repeatable:
+                executor._consumed()
+
+    def __call__(self, *args: Any, stream: Stream, workspace: Workspace, keep: tuple[Any, ...] = ()) -> int:
+        """One-shot call: phase 1, reserve the workspace, phase 2 on *stream*.  Returns the workspace size."""
+        size, executor = self.get_workspace_size(*args, keep=keep)
+        try:
+            address = workspace.reserve(size)
+        except BaseException:
+            executor.close()
+            raise
+        self.execute(address, size, executor, stream)
+        return size
+
+    def __repr__(self) -> str:
+        return f"<TwoPhaseOp aclnn{self.name}>"
+
+
+class _NullExecutor(Executor):
+    """Phase 1 succeeded without an executor (nothing to run)."""
+
+    def __init__(self, workspace_size: int) -> None:  # noqa: D107 - no handle to own
+        self.handle = None
+        self.workspace_size = workspace_size
+        self.repeatable = True
+        self.runs = 0
+        self._keep = ()

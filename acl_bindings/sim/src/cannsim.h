@@ -1,0 +1,209 @@
+/*
+ * cannsim.h - our own declarations for the CPU simulator of the CANN runtime (libascendcl /
+ * libacl_rt), libnnopbase and the aclnn operator library (libopapi_cv / libopapi).
+ *
+ * Written from the public ABI notes of this project (/work/shared/cann-abi.md); no vendor header
+ * is used.  Section numbers below refer to that file:
+ *   typedefs                    §2
+ *   aclDataType / aclFormat     §3.1, §3.2
+ *   runtime enums               §3.3
+ *   status codes                §3.4, §3.5
+ *   prototypes                  §1.1, §1.2, §1.4
+ *
+ * The second half of the file is the simulator's internal interface shared by the three
+ * libraries.  Those functions are exported from the runtime library (and from libnnopbase for
+ * the executor helpers) with the prefix "cannsim_"; they are not part of any CANN API.
+ */
+#ifndef CANNSIM_H
+#define CANNSIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CANNSIM_API __attribute__((visibility("default")))
+
+/* ---------------------------------------------------------------- typedefs (§2) */
+typedef int aclError;
+typedef int32_t aclnnStatus;
+typedef void *aclrtStream;
+typedef void *aclrtContext;
+typedef void *aclrtEvent;
+typedef struct aclTensor aclTensor;
+typedef struct aclIntArray aclIntArray;
+typedef struct aclOpExecutor aclOpExecutor;
+
+/* ---------------------------------------------------------------- aclDataType (§3.1), subset */
+#define ACL_DT_UNDEFINED (-1)
+#define ACL_FLOAT 0
+#define ACL_FLOAT16 1
+#define ACL_INT8 2
+#define ACL_INT32 3
+#define ACL_UINT8 4
+#define ACL_INT16 6
+#define ACL_UINT16 7
+#define ACL_UINT32 8
+#define ACL_INT64 9
+#define ACL_UINT64 10
+#define ACL_DOUBLE 11
+#define ACL_BOOL 12
+#define ACL_BF16 27
+
+/* ---------------------------------------------------------------- aclFormat (§3.2), subset */
+#define ACL_FORMAT_UNDEFINED (-1)
+#define ACL_FORMAT_NCHW 0
+#define ACL_FORMAT_NHWC 1
+#define ACL_FORMAT_ND 2
+#define ACL_FORMAT_NDHWC 27
+#define ACL_FORMAT_NCDHW 30
+
+/* ---------------------------------------------------------------- runtime enums (§3.3) */
+#define ACL_MEMCPY_HOST_TO_HOST 0
+#define ACL_MEMCPY_HOST_TO_DEVICE 1
+#define ACL_MEMCPY_DEVICE_TO_HOST 2
+#define ACL_MEMCPY_DEVICE_TO_DEVICE 3
+
+#define ACL_MEM_MALLOC_HUGE_FIRST 0
+#define ACL_MEM_MALLOC_HUGE1G_ONLY_P2P 7 /* largest policy value listed in §3.3 */
+#define ACL_MEM_TYPE_LOW_BAND_WIDTH 0x100
+#define ACL_MEM_TYPE_HIGH_BAND_WIDTH 0x1000
+#define ACL_MEM_ACCESS_USER_SPACE_READONLY 0x100000
+
+#define ACL_DEVICE 0
+#define ACL_HOST 1
+
+#define ACL_MEM_ATTR_MAX 17 /* aclrtMemAttr runs from ACL_DDR_MEM=0 to ACL_MEM_P2P_HUGE1G=17 */
+
+#define ACL_PKG_NAME_CANN 0
+#define ACL_PKG_NAME_DRIVER 7
+
+#define ACL_PKG_VERSION_MAX_SIZE 128
+
+typedef struct {                 /* aclCANNPackageVersion, 512 bytes (§1.1) */
+    char version[128];
+    char majorVersion[64];
+    char minorVersion[64];
+    char releaseVersion[64];
+    char patchVersion[64];
+    char reserved[128];
+} aclCANNPackageVersion;
+
+/* ---------------------------------------------------------------- status codes (§3.4, §3.5) */
+#define ACL_SUCCESS 0
+#define ACL_ERROR_INVALID_PARAM 100000
+#define ACL_ERROR_UNINITIALIZE 100001
+#define ACL_ERROR_REPEAT_INITIALIZE 100002
+#define ACL_ERROR_REPEAT_FINALIZE 100037
+#define ACL_ERROR_API_NOT_SUPPORT 200001
+#define ACL_ERROR_RT_PARAM_INVALID 107000
+#define ACL_ERROR_RT_INVALID_DEVICEID 107001
+#define ACL_ERROR_RT_CONTEXT_NULL 107002
+#define ACL_ERROR_RT_STREAM_CONTEXT 107003
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+#define ACL_ERROR_RT_INTERNAL_ERROR 507000
+#define ACL_ERROR_RT_AICORE_EXCEPTION 507015
+#define ACL_ERROR_RT_STREAM_SYNC_TIMEOUT 507046
+#define ACL_ERROR_RT_EVENT_SYNC_TIMEOUT 507047
+
+#define ACLNN_SUCCESS 0
+#define ACLNN_ERR_PARAM_NULLPTR 161001
+#define ACLNN_ERR_PARAM_INVALID 161002
+#define ACLNN_ERR_RUNTIME_ERROR 361001
+
+/* ---------------------------------------------------------------- simulator object layouts */
+#define CANNSIM_MAX_DIMS 25      /* generous cap on tensor rank accepted by aclCreateTensor */
+
+struct aclTensor {
+    uint64_t magic;
+    int dtype;
+    int format;
+    int64_t ndim;
+    int64_t dims[CANNSIM_MAX_DIMS];
+    int64_t strides[CANNSIM_MAX_DIMS];   /* elements */
+    int64_t nstorage;
+    int64_t storage[CANNSIM_MAX_DIMS];
+    int64_t offset;                      /* elements */
+    void *data;                          /* not owned */
+};
+
+struct aclIntArray {
+    uint64_t magic;
+    uint64_t len;
+    int64_t *vals;
+};
+
+#define CANNSIM_EXEC_MAX_IO 4
+#define CANNSIM_EXEC_OPDATA 256
+
+struct aclOpExecutor {
+    uint64_t magic;
+    char op[96];                          /* name of the operator that created it */
+    int repeatable;
+    int busy;                             /* a phase 2 is between begin and finish */
+    int empty;                            /* nothing to launch */
+    uint64_t workspace_size;
+    int nin, nout;
+    aclTensor in[CANNSIM_EXEC_MAX_IO];    /* private copies of the phase-1 descriptors */
+    aclTensor out[CANNSIM_EXEC_MAX_IO];
+    const aclTensor *in_handle[CANNSIM_EXEC_MAX_IO];   /* the user's handles (for Set*TensorAddr) */
+    const aclTensor *out_handle[CANNSIM_EXEC_MAX_IO];
+    unsigned char opdata[CANNSIM_EXEC_OPDATA];          /* operator-private data */
+    uint64_t runs;
+};
+
+/* ---------------------------------------------------------------- internal API (runtime lib) */
+/* Error message of the calling thread (format it as "<function>: ..."); returns `code`. */
+CANNSIM_API int cannsim_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Count a call of exported function `func` and apply fault injection: returns 0 to proceed, or
+   the injected code (the message is already set). */
+CANNSIM_API int cannsim_enter(const char *func);
+/* The global simulator lock (not recursive). */
+CANNSIM_API void cannsim_lock(void);
+CANNSIM_API void cannsim_unlock(void);
+
+/* Handle registries, by kind: "tensor", "int_array", "executor" (others are internal to the
+   runtime).  Call with the lock held. */
+CANNSIM_API int cannsim_handle_add(const char *kind, const void *p);
+CANNSIM_API int cannsim_handle_remove(const char *kind, const void *p);  /* 1 if it was live */
+CANNSIM_API int cannsim_handle_live(const char *kind, const void *p);
+
+/* Does [p, p+n) lie inside one live device allocation?  Returns 1 if yes; otherwise 0 and a
+   reason in why.  On success *base receives the allocation's base.  Call with the lock held. */
+CANNSIM_API int cannsim_device_range(const void *p, uint64_t n, const void **base, char *why, size_t whylen);
+
+/* A task to run on a stream.  run returns 0 or an error code (and may write a message). */
+typedef int (*cannsim_task_fn)(void *arg, char *msg, size_t msglen);
+/* Enqueue a kernel task on `stream` (NULL = default stream of the calling thread's current
+   context).  refs are pointers inside live allocations the task uses: aclrtFree refuses to free
+   them while the task is pending.  The task is run at once (default) or at synchronisation
+   (deferred mode).  On success the task owns arg (destroy(arg) is called after it ran or was
+   discarded); on failure the caller keeps it.  Returns 0 or a runtime code with the message set
+   (prefixed by func).  Do not hold the lock. */
+CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_task_fn run,
+                               void (*destroy)(void *), void *arg, const void *const *refs, int nrefs);
+
+/* ---------------------------------------------------------------- internal API (libnnopbase) */
+/* Create and register an executor (copies the tensors); NULL with message on failure. */
+CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char *op,
+                                                   const aclTensor *const *ins, int nin,
+                                                   const aclTensor *const *outs, int nout,
+                                                   uint64_t workspace_size, int empty,
+                                                   const void *opdata, size_t opdata_size);
+/* Start a phase 2: checks the executor is live, belongs to `op` and is not busy; copies it into
+   *snap and marks it busy.  Returns 0 or 161001/161002 with a message. */
+CANNSIM_API int cannsim_executor_begin(const char *func, const char *op, aclOpExecutor *e, aclOpExecutor *snap);
+/* End a phase 2 started with cannsim_executor_begin.  If ok and the executor is not repeatable,
+   it is consumed (freed). */
+CANNSIM_API void cannsim_executor_finish(aclOpExecutor *e, int ok);
+
+/* Size in bytes of one element of dtype, 0 if unknown. */
+CANNSIM_API int cannsim_dtype_size(int dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CANNSIM_H */

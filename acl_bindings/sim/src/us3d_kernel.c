@@ -1,0 +1,520 @@
+/*
+ * us3d_kernel.c - operator core of the simulated aclnnUpsampleNearestExact3dBackward.
+ * See us3d_kernel.h for the interface.  Facts cited from /work/shared/cann-abi.md.
+ *
+ * Build: cc -O2 -std=gnu11 -fPIC -c us3d_kernel.c   (no libm needed; do not use -ffast-math:
+ * the window formula relies on exact IEEE float32 rounding).
+ */
+#include "us3d_kernel.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ========================================================================================== */
+/* float16 / bfloat16 <-> float32                                                              */
+/* ========================================================================================== */
+
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0) {
+        if (m == 0) return bits_f32(sign);
+        /* subnormal: m * 2^-24, exact in float32 */
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    if (e == 31) return bits_f32(sign | 0x7f800000u | (m << 13));   /* inf / NaN (payload kept) */
+    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+static inline uint16_t f32_to_f16(float f) {
+    uint32_t u = f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)                                   /* NaN -> quiet NaN, top payload bits */
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u)                                  /* >= 65520 rounds to inf (and inf) */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a >= 0x38800000u) {                                /* normal half: >= 2^-14 */
+        uint32_t h = (a >> 13) - (112u << 10);
+        uint32_t rem = a & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;   /* carry into exponent is fine */
+        return (uint16_t)(sign | h);
+    }
+    {                                                      /* subnormal half or zero */
+        uint32_t e = a >> 23;
+        if (e < 102u) return sign;                         /* < 2^-25 (tie at 2^-25 -> 0 too) */
+        uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e;                         /* 14..24 */
+        uint32_t q = mant >> shift;
+        uint32_t rem = mant & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u))) q++;  /* may become 0x400 = smallest normal */
+        return (uint16_t)(sign | q);
+    }
+}
+
+static inline float bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);   /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);                       /* RNE; overflow carries to inf */
+    return (uint16_t)(u >> 16);
+}
+
+float us3d_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
+uint16_t us3d_f32_to_f16(float f) { return f32_to_f16(f); }
+float us3d_bf16_to_f32(uint16_t b) { return bf16_to_f32(b); }
+uint16_t us3d_f32_to_bf16(float f) { return f32_to_bf16(f); }
+
+/* ========================================================================================== */
+/* Scales and windows (cann-abi.md §5.2, §5.3, §6.5)                                           */
+/* ========================================================================================== */
+
+void us3d_resolve_scales(double sd, double sh, double sw, const int64_t out3[3],
+                         const int64_t in3[3], float s[3]) {
+    /* "> 0" is false for NaN, so a NaN user scale selects the size ratio (as in the host code). */
+    if (sd > 0 && sh > 0 && sw > 0) {
+        s[0] = (float)sd; s[1] = (float)sh; s[2] = (float)sw;
+        return;
+    }
+    for (int k = 0; k < 3; k++) {
+        if (in3[k] <= 0) { s[k] = 0.0f; continue; }
+        volatile float num = (float)out3[k];
+        volatile float den = (float)in3[k];
+        s[k] = num / den;                                  /* float32 division */
+    }
+}
+
+int64_t us3d_lo(int64_t i, float s, int64_t O) {
+    if (O <= 0) return 0;
+    /* The volatile store forces the product to be rounded to float32 on its own (no FMA
+       contraction, no excess precision): the Atlas A2/A3 kernel does Muls then Adds. */
+    volatile float p = (float)i * s;
+    float x = p - 0.5f;
+    if (!(x > 0.0f)) return 0;                             /* ceil(x) <= 0, or NaN */
+    if (x >= 9.0e18f) return O;
+    int64_t t = (int64_t)x;                                /* trunc; exact in range */
+    if ((float)t < x) t++;                                 /* ceil */
+    return t < O ? t : O;
+}
+
+void us3d_lo_table(float s, int64_t I, int64_t O, int64_t *lo) {
+    for (int64_t i = 0; i <= I; i++) lo[i] = us3d_lo(i, s, O);
+}
+
+/* ========================================================================================== */
+/* Workspace                                                                                   */
+/* ========================================================================================== */
+
+#define US3D_ALIGN 64u
+
+static int mul_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
+static int add_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
+
+static uint64_t round_up64(uint64_t x) { return (x + 63u) & ~(uint64_t)63u; }
+
+/* Offsets (relative to the aligned base) of each region; returns 0 on overflow. */
+typedef struct { uint64_t lod, loh, low, a, b, row, total; } ws_layout;
+
+static int compute_layout(const int64_t go[5], const int64_t gi[5], ws_layout *L) {
+    for (int k = 0; k < 5; k++) if (go[k] < 0 || gi[k] < 0) return 0;
+    uint64_t N = (uint64_t)gi[0], C = (uint64_t)gi[1];
+    uint64_t oD = (uint64_t)go[2], oH = (uint64_t)go[3];
+    uint64_t iD = (uint64_t)gi[2], iH = (uint64_t)gi[3], iW = (uint64_t)gi[4];
+    uint64_t nc, t, sz_a, sz_b, off = 0;
+    /* Sizes are bounded by 2^56 so the small lo tables below cannot overflow. */
+    const uint64_t lim = (uint64_t)1 << 56;
+    if (iD > lim || iH > lim || iW > lim) return 0;
+    if (mul_u64(N, C, &nc)) return 0;
+    L->lod = off; off = round_up64(off + (iD + 1) * 8u);
+    L->loh = off; off = round_up64(off + (iH + 1) * 8u);
+    L->low = off; off = round_up64(off + (iW + 1) * 8u);
+    /* A: [N,C,oD,oH,iW] float32 */
+    if (mul_u64(nc, oD, &t) || mul_u64(t, oH, &t) || mul_u64(t, iW, &t) || mul_u64(t, 4u, &sz_a)) return 0;
+    /* B: [N,C,oD,iH,iW] float32 */
+    if (mul_u64(nc, oD, &t) || mul_u64(t, iH, &t) || mul_u64(t, iW, &t) || mul_u64(t, 4u, &sz_b)) return 0;
+    L->a = off;
+    if (add_u64(off, sz_a, &off) || off > UINT64_MAX - 64u) return 0;
+    off = round_up64(off);
+    L->b = off;
+    if (add_u64(off, sz_b, &off) || off > UINT64_MAX - 64u) return 0;
+    off = round_up64(off);
+    L->row = off;
+    if (add_u64(off, iW * 4u, &off) || add_u64(off, US3D_ALIGN, &off)) return 0;   /* + alignment slack */
+    L->total = off;
+    return 1;
+}
+
+uint64_t us3d_workspace_bytes(const int64_t go_size[5], const int64_t gi_size[5]) {
+    ws_layout L;
+    for (int k = 0; k < 5; k++) if (go_size[k] < 0 || gi_size[k] < 0) return UINT64_MAX;
+    for (int k = 0; k < 5; k++) if (gi_size[k] == 0) return 0;
+    if (!compute_layout(go_size, gi_size, &L)) return UINT64_MAX;
+    return L.total;
+}
+
+/* ========================================================================================== */
+/* Kernel passes                                                                               */
+/* ========================================================================================== */
+
+/* W pass for one gradOut row: a[iw] = sum_{ow in [lo[iw], lo[iw+1])} LOAD(p[ow*sw]).
+   Generated per dtype, with a contiguous (sw == 1) variant the compiler can optimise. */
+#define US3D_DEF_WROW(NAME, T, LOAD)                                                        \
+    static void NAME(const T *p, int64_t sw, const int64_t *lo, int64_t iW, float *a) {     \
+        if (sw == 1) {                                                                      \
+            for (int64_t iw = 0; iw < iW; iw++) {                                           \
+                int64_t b = lo[iw], e = lo[iw + 1];                                         \
+                float acc = 0.0f;                                                           \
+                if (b < e) { acc = LOAD(p[b]); for (int64_t o = b + 1; o < e; o++) acc += LOAD(p[o]); } \
+                a[iw] = acc;                                                                \
+            }                                                                               \
+        } else {                                                                            \
+            for (int64_t iw = 0; iw < iW; iw++) {                                           \
+                int64_t b = lo[iw], e = lo[iw + 1];                                         \
+                float acc = 0.0f;                                                           \
+                if (b < e) {                                                                \
+                    acc = LOAD(p[b * sw]);                                                  \
+                    for (int64_t o = b + 1; o < e; o++) acc += LOAD(p[o * sw]);             \
+                }                                                                           \
+                a[iw] = acc;                                                                \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+#define LOAD_F32(x) (x)
+#define LOAD_F16(x) f16_to_f32(x)
+#define LOAD_BF16(x) bf16_to_f32(x)
+US3D_DEF_WROW(wrow_f32, float, LOAD_F32)
+US3D_DEF_WROW(wrow_f16, uint16_t, LOAD_F16)
+US3D_DEF_WROW(wrow_bf16, uint16_t, LOAD_BF16)
+
+/* Specialised W row for the common case where every window has exactly K elements and
+   lo[iw] = K*iw (integer down-factor along W) and the row is contiguous fp32. */
+static void wrow_f32_fixed(const float *p, int64_t K, int64_t iW, float *a) {
+    if (K == 1) { memcpy(a, p, (size_t)iW * sizeof(float)); return; }
+    if (K == 2) {
+        for (int64_t iw = 0; iw < iW; iw++) a[iw] = p[2 * iw] + p[2 * iw + 1];
+        return;
+    }
+    for (int64_t iw = 0; iw < iW; iw++) {
+        const float *q = p + iw * K;
+        float acc = q[0];
+        for (int64_t o = 1; o < K; o++) acc += q[o];
+        a[iw] = acc;
+    }
+}
+
+/* Store one float32 row into the output with stride sw (element units). */
+static void store_row(int dtype, void *dst, int64_t sw, const float *r, int64_t n) {
+    if (dtype == US3D_DT_FLOAT) {
+        float *d = (float *)dst;
+        if (sw == 1) { memcpy(d, r, (size_t)n * sizeof(float)); return; }
+        for (int64_t i = 0; i < n; i++) d[i * sw] = r[i];
+    } else if (dtype == US3D_DT_FLOAT16) {
+        uint16_t *d = (uint16_t *)dst;
+        if (sw == 1) { for (int64_t i = 0; i < n; i++) d[i] = f32_to_f16(r[i]); return; }
+        for (int64_t i = 0; i < n; i++) d[i * sw] = f32_to_f16(r[i]);
+    } else {
+        uint16_t *d = (uint16_t *)dst;
+        if (sw == 1) { for (int64_t i = 0; i < n; i++) d[i] = f32_to_bf16(r[i]); return; }
+        for (int64_t i = 0; i < n; i++) d[i * sw] = f32_to_bf16(r[i]);
+    }
+}
+
+/* dst[0..n) = rows[lo..hi) summed in increasing order (0 if empty); rows are `step` floats apart. */
+static void sum_rows(float *dst, const float *src, int64_t step, int64_t b, int64_t e, int64_t n) {
+    if (b >= e) { memset(dst, 0, (size_t)n * sizeof(float)); return; }
+    const float *r0 = src + b * step;
+    if (e - b == 1) { memcpy(dst, r0, (size_t)n * sizeof(float)); return; }
+    const float *r1 = r0 + step;
+    for (int64_t i = 0; i < n; i++) dst[i] = r0[i] + r1[i];
+    for (int64_t o = b + 2; o < e; o++) {
+        const float *r = src + o * step;
+        for (int64_t i = 0; i < n; i++) dst[i] += r[i];
+    }
+}
+
+static int elem_size(int dtype) {
+    switch (dtype) {
+    case US3D_DT_FLOAT: return 4;
+    case US3D_DT_FLOAT16: return 2;
+    case US3D_DT_BF16: return 2;
+    default: return 0;
+    }
+}
+
+int us3d_run(const us3d_args *a) {
+    if (a == NULL) return US3D_ERR_PARAM_INVALID;
+    const int es = elem_size(a->dtype);
+    if (es == 0) return US3D_ERR_PARAM_INVALID;
+    for (int k = 0; k < 5; k++) if (a->go_size[k] < 0 || a->gi_size[k] < 0) return US3D_ERR_PARAM_INVALID;
+    if (a->go_size[0] != a->gi_size[0] || a->go_size[1] != a->gi_size[1]) return US3D_ERR_PARAM_INVALID;
+
+    const int64_t N = a->gi_size[0], C = a->gi_size[1];
+    const int64_t iD = a->gi_size[2], iH = a->gi_size[3], iW = a->gi_size[4];
+    const int64_t oD = a->go_size[2], oH = a->go_size[3], oW = a->go_size[4];
+    if (N == 0 || C == 0 || iD == 0 || iH == 0 || iW == 0) return US3D_OK;   /* nothing to write */
+    if (a->gi_data == NULL) return US3D_ERR_PARAM_INVALID;
+    const int go_empty = (oD == 0 || oH == 0 || oW == 0);
+    if (!go_empty && a->go_data == NULL) return US3D_ERR_PARAM_INVALID;
+
+    ws_layout L;
+    if (!compute_layout(a->go_size, a->gi_size, &L)) return US3D_ERR_PARAM_INVALID;
+    if (a->workspace == NULL || a->workspace_size < L.total) return US3D_ERR_PARAM_INVALID;
+    char *base = (char *)a->workspace;
+    base += (US3D_ALIGN - ((uintptr_t)base % US3D_ALIGN)) % US3D_ALIGN;
+    int64_t *loD = (int64_t *)(void *)(base + L.lod);
+    int64_t *loH = (int64_t *)(void *)(base + L.loh);
+    int64_t *loW = (int64_t *)(void *)(base + L.low);
+    float *A = (float *)(void *)(base + L.a);
+    float *B = (float *)(void *)(base + L.b);
+    float *row = (float *)(void *)(base + L.row);
+
+    us3d_lo_table(a->scale[0], iD, oD, loD);
+    us3d_lo_table(a->scale[1], iH, oH, loH);
+    us3d_lo_table(a->scale[2], iW, oW, loW);
+
+    const int64_t *gs = a->go_stride, *is = a->gi_stride;
+
+    /* W pass: A[n,c,od,oh,:] from gradOut rows.  Loop order n, od, oh, c keeps a channels-last
+       (NDHWC) block [W,C] hot in cache; for NCDHW it is just as good. */
+    if (oD > 0 && oH > 0) {
+        int64_t fixedK = 0;                    /* K if lo[iw] == K*iw for all iw and covers oW */
+        if (a->dtype == US3D_DT_FLOAT && gs[4] == 1 && oW > 0 && oW % iW == 0) {
+            int64_t K = oW / iW, ok = 1;
+            for (int64_t i = 0; i <= iW && ok; i++) ok = (loW[i] == K * i);
+            if (ok) fixedK = K;
+        }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t od = 0; od < oD; od++)
+                for (int64_t oh = 0; oh < oH; oh++)
+                    for (int64_t c = 0; c < C; c++) {
+                        int64_t off = n * gs[0] + c * gs[1] + od * gs[2] + oh * gs[3];
+                        float *dst = A + (((n * C + c) * oD + od) * oH + oh) * iW;
+                        if (go_empty) {
+                            memset(dst, 0, (size_t)iW * sizeof(float));
+                        } else if (a->dtype == US3D_DT_FLOAT) {
+                            const float *p = (const float *)a->go_data + off;
+                            if (fixedK) wrow_f32_fixed(p, fixedK, iW, dst);
+                            else wrow_f32(p, gs[4], loW, iW, dst);
+                        } else if (a->dtype == US3D_DT_FLOAT16) {
+                            wrow_f16((const uint16_t *)a->go_data + off, gs[4], loW, iW, dst);
+                        } else {
+                            wrow_bf16((const uint16_t *)a->go_data + off, gs[4], loW, iW, dst);
+                        }
+                    }
+    }
+
+    /* H pass: B[n,c,od,ih,:] = sum_{oh in window} A[n,c,od,oh,:]. */
+    for (int64_t nc = 0; nc < N * C; nc++)
+        for (int64_t od = 0; od < oD; od++) {
+            const float *src = A + (nc * oD + od) * oH * iW;
+            float *dst = B + (nc * oD + od) * iH * iW;
+            for (int64_t ih = 0; ih < iH; ih++)
+                sum_rows(dst + ih * iW, src, iW, loH[ih], loH[ih + 1], iW);
+        }
+
+    /* D pass: gradInput[n,c,id,ih,:] = sum_{od in window} B[n,c,od,ih,:], rounded once. */
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t id = 0; id < iD; id++)
+            for (int64_t ih = 0; ih < iH; ih++)
+                for (int64_t c = 0; c < C; c++) {
+                    const float *src = B + ((n * C + c) * oD * iH + ih) * iW;   /* od = 0 */
+                    int64_t b = loD[id], e = loD[id + 1];
+                    const float *r;
+                    if (e - b == 1) {
+                        r = src + b * iH * iW;
+                    } else {
+                        sum_rows(row, src, iH * iW, b, e, iW);
+                        r = row;
+                    }
+                    char *dst = (char *)a->gi_data +
+                                (n * is[0] + c * is[1] + id * is[2] + ih * is[3]) * (int64_t)es;
+                    store_row(a->dtype, dst, is[4], r, iW);
+                }
+    return US3D_OK;
+}
+
+/* ========================================================================================== */
+/* Phase-1 checks (cann-abi.md §5.1 step 3)                                                    */
+/* ========================================================================================== */
+
+/* Bounded appender for messages: never overflows, always NUL-terminates (when cap > 0). */
+typedef struct { char *buf; size_t cap; size_t len; } msgbuf;
+
+static void mb_printf(msgbuf *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mb_printf(msgbuf *m, const char *fmt, ...) {
+    if (m->buf == NULL || m->cap == 0) return;
+    if (m->len >= m->cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(m->buf + m->len, m->cap - m->len, fmt, ap);
+    va_end(ap);
+    if (r < 0) return;
+    m->len += (size_t)r;
+    if (m->len > m->cap - 1) m->len = m->cap - 1;
+}
+
+static void mb_list(msgbuf *m, const int64_t *v, int64_t n) {
+    mb_printf(m, "[");
+    int64_t shown = n < 0 ? 0 : (n > 8 ? 8 : n);
+    for (int64_t i = 0; i < shown; i++) mb_printf(m, i ? ",%lld" : "%lld", (long long)v[i]);
+    if (n > 8) mb_printf(m, ",...");
+    mb_printf(m, "]");
+}
+
+/* Shortest "%.*g" text (precision 1..17) that reads back as exactly v (like Python's repr). */
+static void fmt_double(char *out, size_t cap, double v) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, cap, "%.*g", p, v);
+        if (strtod(out, NULL) == v) return;
+    }
+}
+
+static const char *dtype_name(int dt) {
+    switch (dt) {
+    case US3D_DT_FLOAT: return "FLOAT";
+    case US3D_DT_FLOAT16: return "FLOAT16";
+    case US3D_DT_BF16: return "BF16";
+    default: return "unsupported";
+    }
+}
+
+int us3d_check(const us3d_tensor_meta *gradOut, const us3d_array_meta *outputSize,
+               const us3d_array_meta *inputSize, double scalesD, double scalesH, double scalesW,
+               const us3d_tensor_meta *gradInput, int skip_uplimit, char *msg, size_t msglen) {
+    msgbuf m = {msg, msglen, 0};
+    if (msg != NULL && msglen > 0) msg[0] = '\0';
+
+    /* 3.1 CheckNotNull */
+    if (gradOut == NULL || !gradOut->present) {
+        mb_printf(&m, "gradOut: expected a tensor but got NULL");
+        return US3D_ERR_PARAM_NULLPTR;
+    }
+    if (outputSize == NULL || !outputSize->present) {
+        mb_printf(&m, "outputSize: expected an int array but got NULL");
+        return US3D_ERR_PARAM_NULLPTR;
+    }
+    if (inputSize == NULL || !inputSize->present) {
+        mb_printf(&m, "inputSize: expected an int array but got NULL");
+        return US3D_ERR_PARAM_NULLPTR;
+    }
+    if (gradInput == NULL || !gradInput->present) {
+        mb_printf(&m, "gradInput: expected a tensor but got NULL");
+        return US3D_ERR_PARAM_NULLPTR;
+    }
+
+    /* 3.2 CheckDtypeValid */
+    if (gradOut->dtype != US3D_DT_FLOAT && gradOut->dtype != US3D_DT_FLOAT16 &&
+        gradOut->dtype != US3D_DT_BF16) {
+        mb_printf(&m, "gradOut: dtype must be FLOAT(0), FLOAT16(1) or BF16(27) but got %d",
+                  gradOut->dtype);
+        return US3D_ERR_PARAM_INVALID;
+    }
+    if (gradInput->dtype != gradOut->dtype) {
+        mb_printf(&m, "gradInput: dtype must equal gradOut's dtype %s(%d) but got %d",
+                  dtype_name(gradOut->dtype), gradOut->dtype, gradInput->dtype);
+        return US3D_ERR_PARAM_INVALID;
+    }
+
+    /* 3.3 CheckShape */
+    if (gradOut->ndim != 5) {
+        mb_printf(&m, "gradOut: expected a 5-D tensor but got %lld dims ", (long long)gradOut->ndim);
+        mb_list(&m, gradOut->dims, gradOut->ndim);
+        return US3D_ERR_PARAM_INVALID;
+    }
+    if (outputSize->len != 3) {
+        mb_printf(&m, "outputSize: expected 3 elements [oD,oH,oW] but got %lld ", (long long)outputSize->len);
+        mb_list(&m, outputSize->vals, outputSize->len);
+        return US3D_ERR_PARAM_INVALID;
+    }
+    if (inputSize->len != 5) {
+        mb_printf(&m, "inputSize: expected 5 elements [N,C,iD,iH,iW] but got %lld ", (long long)inputSize->len);
+        mb_list(&m, inputSize->vals, inputSize->len);
+        return US3D_ERR_PARAM_INVALID;
+    }
+
+    /* 3.4 CheckInputElement */
+    static const char *const dn[3] = {"D", "H", "W"};
+    const int64_t *ins = inputSize->vals, *outs = outputSize->vals;
+    for (int k = 0; k < 3; k++)
+        if (!(ins[k + 2] > 0)) {
+            mb_printf(&m, "inputSize: %s (element %d) must be > 0 but got %lld; inputSize=", dn[k], k + 2,
+                      (long long)ins[k + 2]);
+            mb_list(&m, ins, 5);
+            return US3D_ERR_PARAM_INVALID;
+        }
+    for (int k = 0; k < 3; k++)
+        if (!(outs[k] > 0)) {
+            mb_printf(&m, "outputSize: %s (element %d) must be > 0 but got %lld; outputSize=", dn[k], k,
+                      (long long)outs[k]);
+            mb_list(&m, outs, 3);
+            return US3D_ERR_PARAM_INVALID;
+        }
+    {
+        int ndhwc = gradOut->format == US3D_FORMAT_NDHWC;
+        int64_t exp[5];
+        if (ndhwc) { exp[0] = ins[0]; exp[1] = outs[0]; exp[2] = outs[1]; exp[3] = outs[2]; exp[4] = ins[1]; }
+        else { exp[0] = ins[0]; exp[1] = ins[1]; exp[2] = outs[0]; exp[3] = outs[1]; exp[4] = outs[2]; }
+        if (memcmp(exp, gradOut->dims, sizeof exp) != 0) {
+            mb_printf(&m, "gradOut: shape must be %s = ", ndhwc ? "[N,oD,oH,oW,C] (NDHWC)" : "[N,C,oD,oH,oW]");
+            mb_list(&m, exp, 5);
+            mb_printf(&m, " from inputSize/outputSize but got ");
+            mb_list(&m, gradOut->dims, 5);
+            return US3D_ERR_PARAM_INVALID;
+        }
+    }
+    {
+        int ndhwc = gradInput->format == US3D_FORMAT_NDHWC;
+        int64_t exp[5];
+        if (ndhwc) { exp[0] = ins[0]; exp[1] = ins[2]; exp[2] = ins[3]; exp[3] = ins[4]; exp[4] = ins[1]; }
+        else memcpy(exp, ins, sizeof exp);
+        if (gradInput->ndim != 5 || memcmp(exp, gradInput->dims, sizeof exp) != 0) {
+            mb_printf(&m, "gradInput: shape must be %s = ", ndhwc ? "[N,iD,iH,iW,C] (NDHWC)" : "[N,C,iD,iH,iW]");
+            mb_list(&m, exp, 5);
+            mb_printf(&m, " from inputSize but got %lld dims ", (long long)gradInput->ndim);
+            mb_list(&m, gradInput->dims, gradInput->ndim);
+            return US3D_ERR_PARAM_INVALID;
+        }
+    }
+    {
+        static const char *const sn[3] = {"scalesD", "scalesH", "scalesW"};
+        const double sc[3] = {scalesD, scalesH, scalesW};
+        for (int k = 0; k < 3; k++) {
+            /* Per dim, like the host code: a NaN scale is not > 0, so the size ratio is used. */
+            double real = sc[k] > 0 ? sc[k] : (double)outs[k] / (double)ins[k + 2];
+            if (!(real <= US3D_MAX_SCALE)) {
+                char t1[32], t2[32];
+                fmt_double(t1, sizeof t1, sc[k]);
+                fmt_double(t2, sizeof t2, real);
+                if (sc[k] > 0)
+                    mb_printf(&m, "%s: scale must be <= 50 but got %s", sn[k], t1);
+                else
+                    mb_printf(&m, "%s: scale %s is not > 0, so the size ratio outputSize[%d]/inputSize[%d] = "
+                              "%lld/%lld = %s is used and must be <= 50", sn[k], t1, k, k + 2,
+                              (long long)outs[k], (long long)ins[k + 2], t2);
+                return US3D_ERR_PARAM_INVALID;
+            }
+        }
+    }
+
+    /* 3.5 CheckUplimit (skipped on Ascend950).  Only gradOut's dims are effectively checked. */
+    if (!skip_uplimit) {
+        for (int k = 0; k < 5; k++)
+            if (gradOut->dims[k] > (int64_t)INT32_MAX) {
+                mb_printf(&m, "gradOut: dim %d = %lld exceeds INT32_MAX (2147483647); shape ", k,
+                          (long long)gradOut->dims[k]);
+                mb_list(&m, gradOut->dims, 5);
+                return US3D_ERR_PARAM_INVALID;
+            }
+    }
+    return US3D_OK;
+}
