@@ -112,6 +112,7 @@ typedef struct {                 /* aclCANNPackageVersion, 512 bytes (§1.1) */
 #define ACLNN_ERR_PARAM_NULLPTR 161001
 #define ACLNN_ERR_PARAM_INVALID 161002
 #define ACLNN_ERR_RUNTIME_ERROR 361001
+#define ACLNN_ERR_INNER_CREATE_EXECUTOR 561101
 
 /* ---------------------------------------------------------------- simulator object layouts */
 #define CANNSIM_MAX_DIMS 25      /* generous cap on tensor rank accepted by aclCreateTensor */
@@ -157,6 +158,8 @@ struct aclOpExecutor {
 /* ---------------------------------------------------------------- internal API (runtime lib) */
 /* Error message of the calling thread (format it as "<function>: ..."); returns `code`. */
 CANNSIM_API int cannsim_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The calling thread's pending message (not cleared), or NULL. */
+CANNSIM_API const char *cannsim_peek_error(void);
 /* Count a call of exported function `func` and apply fault injection: returns 0 to proceed, or
    the injected code (the message is already set). */
 CANNSIM_API int cannsim_enter(const char *func);

@@ -371,9 +371,9 @@ static void mb_list(msgbuf *m, const int64_t *v, int64_t n) {
     mb_printf(m, "]");
 }
 
-/* Shortest "%.*g" text (precision 1..17) that reads back as exactly v (like Python's repr). */
+/* Shortest "%.*g" text (precision 6..17) that reads back as exactly v. */
 static void fmt_double(char *out, size_t cap, double v) {
-    for (int p = 1; p <= 17; p++) {
+    for (int p = 6; p <= 17; p++) {
         snprintf(out, cap, "%.*g", p, v);
         if (strtod(out, NULL) == v) return;
     }

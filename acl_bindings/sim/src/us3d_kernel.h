@@ -101,7 +101,8 @@ typedef struct { int present; int64_t len; int64_t vals[8]; } us3d_array_meta;
      4. inputSize[2..4] > 0; outputSize[0..2] > 0 (N, C may be 0);
         gradOut view dims == [N,C,oD,oH,oW] ([N,oD,oH,oW,C] if its format is NDHWC=27);
         gradInput ndim == 5 and view dims == [N,C,iD,iH,iW] ([N,iD,iH,iW,C] if NDHWC);
-        real scale_k = scale_k > 0 ? scale_k : (double)out_k / in_k must be <= 50 (D, H, W)
+        real scale_k = scale_k > 0 ? scale_k : (double)out_k / in_k must be <= 50 (D, H, W;
+        per dim; a NaN scale is not > 0, so its size ratio is used; +inf fails)
                                                                                  -> 161002
      5. unless skip_uplimit: each gradOut view dim <= INT32_MAX                  -> 161002
    Returns 0, 161001 or 161002.  Writes a one-line, NUL-terminated message into msg (if msg != NULL

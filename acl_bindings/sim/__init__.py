@@ -1,0 +1,74 @@
+"""The CPU simulator of the CANN libraries (C sources in ``src/``, built into ``lib64/``).
+
+It exports the runtime, nnopbase and operator symbols with the documented C
+signatures and error codes, and says what it is: ``aclrtGetSocName()`` returns
+``"CANN-Simulator"`` and it alone exports ``cannsimVersion``.  The helpers here read
+its sim-only controls (live-handle accounting, call counts, fault injection,
+deferred streams) through the same loaded libraries; they raise when the backend
+in use is not the simulator.
+
+Environment variables read by the simulator itself:
+
+``CANN_SIM_DEVICE_COUNT`` (default 2), ``CANN_SIM_MEM_BYTES`` (device memory per device),
+``CANN_SIM_DEFER=1`` (queue stream work until a synchronize), ``CANN_SIM_FAULT`` (make the
+Nth call of a function fail: ``"func:nth:code[,...]"``), ``CANN_SIM_REPORT=<path>`` (JSON
+report of live handles and init/finalize counts at exit).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "is_built", "live_handles", "call_count", "set_fault", "set_defer",
+           "set_delay", "version"]
+
+ROOT = Path(__file__).resolve().parent
+LIB64 = ROOT / "lib64"
+HANDLE_KINDS = ("device_buffer", "host_buffer", "tensor", "int_array", "executor", "stream", "event", "context",
+                "device_ref")
+
+
+def is_built() -> bool:
+    """Whether the simulator's libraries exist in :data:`LIB64`."""
+    return all((LIB64 / name).is_file() for name in ("libascendcl.so", "libnnopbase.so", "libopapi_cv.so"))
+
+
+def _lib():
+    from .. import _loader
+    from .._lib import lib
+
+    backend = _loader.load()
+    if not backend.is_simulator:
+        raise RuntimeError("the loaded backend is real CANN, not the simulator: sim-only controls are unavailable")
+    return lib
+
+
+def version() -> str:
+    """The simulator's version string (``cannsimVersion``)."""
+    return _lib().cannsimVersion().decode()
+
+
+def live_handles() -> dict[str, int]:
+    """Live handles by kind, as counted by the simulator."""
+    lib = _lib()
+    return {kind: int(lib.cannsimLiveHandles(kind.encode())) for kind in HANDLE_KINDS}
+
+
+def call_count(func: str) -> int:
+    """How many times the C function *func* was called in this process."""
+    return int(_lib().cannsimCallCount(func.encode()))
+
+
+def set_fault(spec: str | None) -> None:
+    """Make the Nth call of a function fail: ``"aclrtMalloc:2:207001"``; None or "" clears."""
+    _lib().cannsimSetFault(spec.encode() if spec else None)
+
+
+def set_defer(on: bool) -> bool:
+    """Turn deferred streams on or off; returns the previous setting."""
+    return bool(_lib().cannsimSetDefer(1 if on else 0))
+
+
+def set_delay(ms: int) -> int:
+    """Add *ms* of simulated device time to each kernel run; returns the previous value."""
+    return int(_lib().cannsimSetDelay(int(ms)))

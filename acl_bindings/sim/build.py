@@ -1,0 +1,331 @@
+"""Build the CPU simulator of the CANN libraries from the C sources in ``src/``.
+
+The simulator is three shared libraries with the names, symbols and signatures of the real
+ones (cann-abi.md §1, §4):
+
+* the runtime, ``libascendcl.so`` (or ``libacl_rt.so`` with ``runtime_name="acl_rt"``),
+* ``libnnopbase.so``, linked against the runtime,
+* the operator library, ``libopapi_cv.so`` (or ``libopapi.so`` with ``op_lib_name="opapi"``),
+  linked against both.
+
+They are written to ``<root>/lib64/``, linked with ``-Wl,-rpath,'$ORIGIN'`` so that they find
+each other there.  This module has no package-relative imports, so it can be loaded by path
+(``setup.py`` does) or run as a script::
+
+    python acl_bindings/sim/build.py [--root DIR] [--runtime-name acl_rt] [--op-lib opapi] [--force]
+    python -m acl_bindings.sim.build ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE / "src"
+
+CFLAGS = ["-O2", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-fvisibility=hidden", "-Wall"]
+LDFLAGS = ["-Wl,--no-undefined", "-Wl,-rpath,$ORIGIN"]
+
+__all__ = ["build", "find_compiler", "library_names", "main"]
+
+
+def library_names(runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv") -> dict[str, str]:
+    """Return the file names of the three simulator libraries.
+
+    Parameters
+    ----------
+    runtime_name : str
+        Base name of the runtime library (``"ascendcl"`` or ``"acl_rt"``).
+    op_lib_name : str
+        Base name of the operator library (``"opapi_cv"`` or ``"opapi"``).
+
+    Returns
+    -------
+    dict of str to str
+        Keys ``"runtime"``, ``"nnopbase"`` and ``"op"``, values such as ``"libascendcl.so"``.
+    """
+    return {
+        "runtime": f"lib{runtime_name}.so",
+        "nnopbase": "libnnopbase.so",
+        "op": f"lib{op_lib_name}.so",
+    }
+
+
+def find_compiler(cc: str | None = None) -> str | None:
+    """Locate a C compiler.
+
+    Parameters
+    ----------
+    cc : str or None
+        Explicit compiler (name or path).  If None, the environment variable ``CC`` is used,
+        then ``cc``, ``gcc`` and ``clang`` on ``PATH``.
+
+    Returns
+    -------
+    str or None
+        Full path of the compiler, or None if none was found.
+    """
+    candidates: list[str] = []
+    if cc:
+        candidates.append(cc)
+    else:
+        env_cc = os.environ.get("CC", "").strip()
+        if env_cc:
+            candidates.append(env_cc)
+        candidates += ["cc", "gcc", "clang"]
+    for cand in candidates:
+        exe = cand.split()[0] if cand.split() else cand
+        found = shutil.which(exe)
+        if found:
+            return found
+    return None
+
+
+def _sources() -> dict[str, list[Path]]:
+    return {
+        "runtime": [SRC / "runtime.c"],
+        "nnopbase": [SRC / "nnopbase.c"],
+        "op": [SRC / "opapi_cv.c", SRC / "us3d_kernel.c"],
+    }
+
+
+def _inputs() -> list[Path]:
+    files = [Path(__file__).resolve()]
+    files += sorted(SRC.glob("*.c")) + sorted(SRC.glob("*.h"))
+    return files
+
+
+def _up_to_date(lib_dir: Path, names: dict[str, str]) -> bool:
+    libs = [lib_dir / n for n in names.values()]
+    if not all(p.is_file() for p in libs):
+        return False
+    try:
+        newest_input = max(p.stat().st_mtime for p in _inputs())
+    except (OSError, ValueError):
+        return False
+    oldest_lib = min(p.stat().st_mtime for p in libs)
+    return oldest_lib >= newest_input
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Serialise builds of one tree across processes (no-op where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - non-POSIX
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _error_text(what: str, detail: str) -> str:
+    return (
+        "The CANN simulator (acl_bindings/sim) could not be built.\n\n"
+        f"What failed: {what}\n\n"
+        f"{detail.strip()}\n\n"
+        "What to do: install a C compiler (for example `apt-get install gcc` or `dnf install gcc`),\n"
+        "or point the CC environment variable at one, then reinstall the package or run\n"
+        "    python -m acl_bindings.sim.build --force\n"
+        "(or `python acl_bindings/sim/build.py --force` from a source checkout).\n"
+    )
+
+
+def build(
+    root: Path | str | None = None,
+    *,
+    runtime_name: str = "ascendcl",
+    op_lib_name: str = "opapi_cv",
+    cc: str | None = None,
+    quiet: bool = True,
+    force: bool = False,
+    check: bool = True,
+) -> dict:
+    """Compile the simulator libraries into ``<root>/lib64/``.
+
+    Parameters
+    ----------
+    root : path-like or None
+        Tree to build; the libraries go to ``<root>/lib64``.  Default: the folder of this file.
+    runtime_name : str
+        ``"ascendcl"`` (default) or ``"acl_rt"``: base name of the runtime library.
+    op_lib_name : str
+        ``"opapi_cv"`` (default) or ``"opapi"``: base name of the operator library.
+    cc : str or None
+        C compiler; default ``$CC``, else ``cc``/``gcc``/``clang`` from ``PATH``.
+    quiet : bool
+        If False, print the compiler commands.
+    force : bool
+        Rebuild even if the libraries are newer than the sources.
+    check : bool
+        If True (default), raise RuntimeError on failure.  If False, report the failure in the
+        returned dict and in ``<root>/BUILD_ERROR.txt``.
+
+    Returns
+    -------
+    dict
+        ``ok`` (bool), ``rebuilt`` (bool), ``root``, ``lib_dir`` (str), ``libraries`` (name to
+        path), ``compiler`` (str or None) and ``error`` (str or None).
+
+    Raises
+    ------
+    RuntimeError
+        If the build fails and ``check`` is True.
+    """
+    root_path = Path(root).resolve() if root is not None else HERE
+    lib_dir = root_path / "lib64"
+    names = library_names(runtime_name, op_lib_name)
+    err_file = root_path / "BUILD_ERROR.txt"
+    result: dict = {
+        "ok": False,
+        "rebuilt": False,
+        "root": str(root_path),
+        "lib_dir": str(lib_dir),
+        "libraries": {k: str(lib_dir / v) for k, v in names.items()},
+        "compiler": None,
+        "error": None,
+    }
+
+    def fail(what: str, detail: str) -> dict:
+        text = _error_text(what, detail)
+        try:
+            root_path.mkdir(parents=True, exist_ok=True)
+            err_file.write_text(text)
+        except OSError:
+            pass
+        result["error"] = text
+        if check:
+            raise RuntimeError(text)
+        return result
+
+    for label, value in (("runtime_name", runtime_name), ("op_lib_name", op_lib_name)):
+        if not value or not all(ch.isalnum() or ch in "_-" for ch in value):
+            return fail(f"invalid {label} {value!r}", "Library base names may use letters, digits, '_' and '-'.")
+
+    missing = [str(p) for srcs in _sources().values() for p in srcs if not p.is_file()]
+    if missing:
+        return fail("missing source files", "Not found:\n  " + "\n  ".join(missing))
+
+    try:
+        lib_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return fail(f"cannot create {lib_dir}", str(exc))
+
+    with _file_lock(root_path / ".build.lock"):
+        if not force and _up_to_date(lib_dir, names):
+            result["ok"] = True
+            with contextlib.suppress(OSError):
+                err_file.unlink()
+            return result
+
+        compiler = find_compiler(cc)
+        result["compiler"] = compiler
+        if compiler is None:
+            tried = cc or os.environ.get("CC") or "cc, gcc, clang"
+            return fail("no C compiler found", f"Looked for: {tried}.")
+
+        srcs = _sources()
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=lib_dir) as tmp:
+            tmp_dir = Path(tmp)
+            steps = [
+                ("runtime", [], ["-ldl"]),
+                ("nnopbase", [], [f"-l{runtime_name}"]),
+                ("op", [], ["-lnnopbase", f"-l{runtime_name}", "-lm"]),
+            ]
+            commands: list[list[str]] = []
+            for key, extra_cflags, libs in steps:
+                out = tmp_dir / names[key]
+                cmd = [
+                    compiler,
+                    *CFLAGS,
+                    *extra_cflags,
+                    f"-I{SRC}",
+                    "-o",
+                    str(out),
+                    *[str(s) for s in srcs[key]],
+                    f"-L{tmp_dir}",
+                    *libs,
+                    f"-Wl,-soname,{names[key]}",
+                    *LDFLAGS,
+                ]
+                commands.append(cmd)
+                if not quiet:
+                    print(" ".join(cmd), file=sys.stderr)
+                try:
+                    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                except OSError as exc:
+                    return fail(f"running the compiler {compiler}", str(exc))
+                if proc.returncode != 0:
+                    return fail(
+                        f"compiling {names[key]} (exit status {proc.returncode})",
+                        "Command:\n  " + " ".join(cmd) + "\n\nCompiler output:\n" + proc.stdout + proc.stderr,
+                    )
+                if not quiet and (proc.stdout or proc.stderr):
+                    print(proc.stdout + proc.stderr, file=sys.stderr)
+            # publish: each rename is atomic, so no reader ever sees a half-written library
+            for key in ("runtime", "nnopbase", "op"):
+                os.replace(tmp_dir / names[key], lib_dir / names[key])
+        info = {
+            "compiler": compiler,
+            "cflags": CFLAGS,
+            "ldflags": LDFLAGS,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "libraries": names,
+            "runtime_name": runtime_name,
+            "op_lib_name": op_lib_name,
+            "commands": commands,
+        }
+        tmp_info = lib_dir / f".BUILD_INFO.json.{os.getpid()}"
+        tmp_info.write_text(json.dumps(info, indent=2) + "\n")
+        os.replace(tmp_info, lib_dir / "BUILD_INFO.json")
+        with contextlib.suppress(OSError):
+            err_file.unlink()
+        result["ok"] = True
+        result["rebuilt"] = True
+        return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit status."""
+    parser = argparse.ArgumentParser(description="Build the CPU simulator of the CANN libraries.")
+    parser.add_argument("--root", default=None, help="tree to build (libraries go to ROOT/lib64)")
+    parser.add_argument("--runtime-name", default="ascendcl", help="runtime library base name (ascendcl or acl_rt)")
+    parser.add_argument("--op-lib", default="opapi_cv", help="operator library base name (opapi_cv or opapi)")
+    parser.add_argument("--cc", default=None, help="C compiler (default: $CC, cc, gcc, clang)")
+    parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    parser.add_argument("--verbose", action="store_true", help="print compiler commands")
+    args = parser.parse_args(argv)
+    res = build(
+        args.root,
+        runtime_name=args.runtime_name,
+        op_lib_name=args.op_lib,
+        cc=args.cc,
+        quiet=not args.verbose,
+        force=args.force,
+        check=False,
+    )
+    if not res["ok"]:
+        print(res["error"], file=sys.stderr)
+        return 1
+    state = "built" if res["rebuilt"] else "up to date"
+    print(f"CANN simulator {state}: {res['lib_dir']} ({', '.join(Path(p).name for p in res['libraries'].values())})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1955 @@
+/*
+ * runtime.c - simulated CANN runtime (built as libascendcl.so, or libacl_rt.so for the variant
+ * tree): init/finalize, the thread-local recent-error message, devices, contexts, streams with
+ * task queues, events, device/host memory, plus the simulator's own accounting, fault injection
+ * and internal helpers used by libnnopbase and the operator library.
+ *
+ * Prototypes, codes and enum values: /work/shared/cann-abi.md §1.1, §2, §3.  Behaviour that the
+ * notes do not fix is chosen to be stricter than hardware (see acl_bindings/sim/README or the
+ * report of the simulator's author); nothing here aborts on bad input.
+ */
+#define _GNU_SOURCE
+#include "cannsim.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CANNSIM_VERSION_TEXT "cannsim 0.1 (CPU simulator of CANN runtime/nnopbase/aclnn)"
+#define SIM_CANN_VERSION "8.5.0-cannsim"
+#define MSG_LEN 1024
+#define FILL_LIMIT (16u << 20) /* new device memory is filled with 0xFF up to this many bytes */
+#define DEVICE_ALIGN 64
+
+/* ====================================================================== lock */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv; /* initialised in the constructor (monotonic clock) */
+
+CANNSIM_API void cannsim_lock(void) { pthread_mutex_lock(&g_mu); }
+CANNSIM_API void cannsim_unlock(void) { pthread_mutex_unlock(&g_mu); }
+
+/* ====================================================================== recent error */
+static _Thread_local char tl_pending[MSG_LEN];
+static _Thread_local int tl_has_pending;
+static _Thread_local char tl_returned[MSG_LEN];
+
+static void set_errorv(const char *fmt, va_list ap) {
+    vsnprintf(tl_pending, sizeof tl_pending, fmt, ap);
+    tl_has_pending = 1;
+}
+
+CANNSIM_API int cannsim_fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_errorv(fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* The pending message of the calling thread, or NULL (does not clear it). */
+CANNSIM_API const char *cannsim_peek_error(void) { return tl_has_pending ? tl_pending : NULL; }
+
+/* ====================================================================== call counts, faults */
+static const char *const k_names[] = {
+    /* runtime */
+    "aclInit", "aclFinalize", "aclFinalizeReference", "aclGetRecentErrMsg", "aclrtSetDevice",
+    "aclrtResetDevice", "aclrtResetDeviceForce", "aclrtGetDevice", "aclrtGetDeviceCount",
+    "aclrtGetSocName", "aclrtGetRunMode", "aclrtSynchronizeDevice", "aclrtCreateContext",
+    "aclrtDestroyContext", "aclrtSetCurrentContext", "aclrtGetCurrentContext", "aclrtCreateStream",
+    "aclrtDestroyStream", "aclrtSynchronizeStream", "aclrtSynchronizeStreamWithTimeout", "aclrtMalloc",
+    "aclrtMallocAlign32", "aclrtFree", "aclrtMallocHost", "aclrtFreeHost", "aclrtMemcpy",
+    "aclrtMemcpyAsync", "aclrtMemset", "aclrtMemsetAsync", "aclrtGetMemInfo", "aclrtCreateEvent",
+    "aclrtCreateEventWithFlag", "aclrtRecordEvent", "aclrtSynchronizeEvent",
+    "aclrtSynchronizeEventWithTimeout", "aclrtEventElapsedTime", "aclrtDestroyEvent", "aclrtGetVersion",
+    "aclsysGetCANNVersion", "aclsysGetVersionStr",
+    /* nnopbase */
+    "aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray", "aclDestroyIntArray", "aclGetViewShape",
+    "aclGetStorageShape", "aclGetViewStrides", "aclGetViewOffset", "aclGetFormat", "aclGetDataType",
+    "aclGetIntArraySize", "aclSetAclOpExecutorRepeatable", "aclDestroyAclOpExecutor",
+    "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclSetTensorAddr", "aclSetDynamicInputTensorAddr",
+    "aclSetDynamicOutputTensorAddr", "aclSetRawTensorAddr", "aclGetRawTensorAddr", "aclnnInit",
+    "aclnnFinalize",
+    /* operator library */
+    "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize", "aclnnUpsampleNearestExact3dBackward",
+    "aclnnUpsampleNearestExact3dGetWorkspaceSize", "aclnnUpsampleNearestExact3d",
+    "aclnnUpsampleNearest3dBackwardGetWorkspaceSize", "aclnnUpsampleNearest3dBackward",
+};
+#define N_NAMES (sizeof k_names / sizeof k_names[0])
+static uint64_t g_calls[N_NAMES];
+
+static int name_index(const char *func) {
+    if (!func) return -1;
+    for (size_t i = 0; i < N_NAMES; i++)
+        if (strcmp(k_names[i], func) == 0) return (int)i;
+    return -1;
+}
+
+typedef struct {
+    int func;        /* index into k_names */
+    uint64_t nth;    /* 1-based call number; 0 = every call */
+    int code;
+    uint64_t seen;   /* calls counted since the spec was set */
+} fault_t;
+#define MAX_FAULTS 32
+static fault_t g_faults[MAX_FAULTS];
+static int g_nfaults;
+
+/* Parses spec into out; returns the count, or -1 with a reason in why. */
+static int parse_faults(const char *spec, fault_t *out, char *why, size_t whylen) {
+    int n = 0;
+    if (!spec) return 0;
+    const char *p = spec;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',') p++;
+        if (!*p) break;
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[160];
+        if (len >= sizeof item) {
+            snprintf(why, whylen, "entry too long");
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        p += len;
+        /* trim */
+        char *s = item;
+        while (*s == ' ' || *s == '\t') s++;
+        char *e = s + strlen(s);
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
+        char *c1 = strchr(s, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c1 || !c2 || strchr(c2 + 1, ':')) {
+            snprintf(why, whylen, "entry '%s' is not func:nth:code", s);
+            return -1;
+        }
+        *c1 = 0;
+        *c2 = 0;
+        int fi = name_index(s);
+        if (fi < 0) {
+            snprintf(why, whylen, "'%s' is not a function exported by the simulator", s);
+            return -1;
+        }
+        char *endp;
+        errno = 0;
+        unsigned long long nth = strtoull(c1 + 1, &endp, 10);
+        if (errno || endp == c1 + 1 || *endp || c1[1] == '-') {
+            snprintf(why, whylen, "call number '%s' of %s is not a non-negative integer", c1 + 1, s);
+            return -1;
+        }
+        errno = 0;
+        long code = strtol(c2 + 1, &endp, 10);
+        if (errno || endp == c2 + 1 || *endp || code == 0 || code < INT32_MIN || code > INT32_MAX) {
+            snprintf(why, whylen, "code '%s' of %s is not a non-zero integer", c2 + 1, s);
+            return -1;
+        }
+        if (n >= MAX_FAULTS) {
+            snprintf(why, whylen, "more than %d entries", MAX_FAULTS);
+            return -1;
+        }
+        out[n].func = fi;
+        out[n].nth = nth;
+        out[n].code = (int)code;
+        out[n].seen = 0;
+        n++;
+    }
+    return n;
+}
+
+static int fault_exempt(int idx) {
+    const char *f = k_names[idx];
+    return strcmp(f, "aclGetRecentErrMsg") == 0 || strcmp(f, "aclrtGetSocName") == 0;
+}
+
+CANNSIM_API int cannsim_enter(const char *func) {
+    int code = 0;
+    pthread_mutex_lock(&g_mu);
+    int idx = name_index(func);
+    if (idx >= 0) {
+        g_calls[idx]++;
+        if (!fault_exempt(idx)) {
+            for (int i = 0; i < g_nfaults; i++) {
+                if (g_faults[i].func != idx) continue;
+                g_faults[i].seen++;
+                if (!code && (g_faults[i].nth == 0 || g_faults[i].seen == g_faults[i].nth)) code = g_faults[i].code;
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (code) cannsim_fail(code, "%s: injected fault (code %d) by CANN_SIM_FAULT", func, code);
+    return code;
+}
+
+CANNSIM_API int cannsimSetFault(const char *spec) {
+    fault_t tmp[MAX_FAULTS];
+    char why[256] = "";
+    int n = parse_faults(spec, tmp, why, sizeof why);
+    if (n < 0) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "cannsimSetFault: malformed fault spec '%s': %s", spec, why);
+    pthread_mutex_lock(&g_mu);
+    memcpy(g_faults, tmp, sizeof(fault_t) * (size_t)n);
+    g_nfaults = n;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+CANNSIM_API int64_t cannsimCallCount(const char *func) {
+    pthread_mutex_lock(&g_mu);
+    int idx = name_index(func);
+    int64_t v = idx < 0 ? -1 : (int64_t)g_calls[idx];
+    pthread_mutex_unlock(&g_mu);
+    return v;
+}
+
+/* Every call of an exported API function starts with this. */
+#define ENTER(name)                         \
+    do {                                    \
+        int enter_code_ = cannsim_enter(name); \
+        if (enter_code_) return enter_code_; \
+    } while (0)
+
+/* ====================================================================== pointer sets */
+typedef struct {
+    uintptr_t *slot;
+    size_t cap; /* power of two or 0 */
+    size_t n;
+} pset;
+
+static size_t ph(uintptr_t k, size_t cap) {
+    uint64_t x = (uint64_t)k;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static int pset_has(const pset *s, const void *p) {
+    if (!p || !s->cap) return 0;
+    uintptr_t k = (uintptr_t)p;
+    for (size_t i = ph(k, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (s->slot[i] == k) return 1;
+        if (s->slot[i] == 0) return 0;
+    }
+}
+
+static int pset_grow(pset *s) {
+    size_t nc = s->cap ? s->cap * 2 : 64;
+    uintptr_t *ns = calloc(nc, sizeof *ns);
+    if (!ns) return -1;
+    for (size_t j = 0; j < s->cap; j++) {
+        uintptr_t k = s->slot[j];
+        if (!k) continue;
+        size_t i = ph(k, nc);
+        while (ns[i]) i = (i + 1) & (nc - 1);
+        ns[i] = k;
+    }
+    free(s->slot);
+    s->slot = ns;
+    s->cap = nc;
+    return 0;
+}
+
+static int pset_add(pset *s, const void *p) {
+    if (!p) return -1;
+    if ((s->n + 1) * 2 > s->cap && pset_grow(s)) return -1;
+    uintptr_t k = (uintptr_t)p;
+    size_t i = ph(k, s->cap);
+    while (s->slot[i]) {
+        if (s->slot[i] == k) return 0;
+        i = (i + 1) & (s->cap - 1);
+    }
+    s->slot[i] = k;
+    s->n++;
+    return 0;
+}
+
+static int pset_del(pset *s, const void *p) {
+    if (!p || !s->cap) return 0;
+    uintptr_t k = (uintptr_t)p;
+    size_t m = s->cap - 1, i = ph(k, s->cap);
+    while (s->slot[i] != k) {
+        if (!s->slot[i]) return 0;
+        i = (i + 1) & m;
+    }
+    /* backward-shift deletion */
+    size_t j = i;
+    for (;;) {
+        s->slot[i] = 0;
+        for (;;) {
+            j = (j + 1) & m;
+            if (!s->slot[j]) {
+                s->n--;
+                return 1;
+            }
+            size_t home = ph(s->slot[j], s->cap);
+            /* can slot j move to i? only if home is not cyclically in (i, j] */
+            if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) break;
+        }
+        s->slot[i] = s->slot[j];
+        i = j;
+    }
+}
+
+static void pset_clear(pset *s) {
+    free(s->slot);
+    s->slot = NULL;
+    s->cap = s->n = 0;
+}
+
+/* kinds visible to the other libraries and to cannsimLiveHandles */
+static pset g_tensors, g_int_arrays, g_executors;
+static pset g_streams;      /* user streams */
+static pset g_events;
+static pset g_user_ctx;     /* user-created contexts */
+static pset g_all_ctx;      /* user and default contexts */
+static pset g_all_streams;  /* user and default streams, not yet dying */
+
+static pset *kind_set(const char *kind) {
+    if (!kind) return NULL;
+    if (!strcmp(kind, "tensor")) return &g_tensors;
+    if (!strcmp(kind, "int_array")) return &g_int_arrays;
+    if (!strcmp(kind, "executor")) return &g_executors;
+    return NULL;
+}
+
+CANNSIM_API int cannsim_handle_add(const char *kind, const void *p) {
+    pset *s = kind_set(kind);
+    return s ? pset_add(s, p) : -1;
+}
+CANNSIM_API int cannsim_handle_remove(const char *kind, const void *p) {
+    pset *s = kind_set(kind);
+    return s ? pset_del(s, p) : 0;
+}
+CANNSIM_API int cannsim_handle_live(const char *kind, const void *p) {
+    pset *s = kind_set(kind);
+    return s ? pset_has(s, p) : 0;
+}
+
+CANNSIM_API int cannsim_dtype_size(int dtype) {
+    switch (dtype) {
+    case ACL_FLOAT: case ACL_INT32: case ACL_UINT32: return 4;
+    case ACL_FLOAT16: case ACL_BF16: case ACL_INT16: case ACL_UINT16: return 2;
+    case ACL_INT8: case ACL_UINT8: case ACL_BOOL: return 1;
+    case ACL_INT64: case ACL_UINT64: case ACL_DOUBLE: return 8;
+    default: return 0;
+    }
+}
+
+/* ====================================================================== allocation tables */
+typedef struct {
+    uintptr_t base;
+    uint64_t size;
+    int dev;
+} alloc_t;
+typedef struct {
+    alloc_t *v;
+    size_t n, cap;
+} atable;
+static atable g_dmem, g_hmem; /* device memory, pinned host memory */
+
+/* index of the last entry with base <= p, or -1 */
+static ptrdiff_t at_floor(const atable *t, uintptr_t p) {
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)t->n - 1, r = -1;
+    while (lo <= hi) {
+        ptrdiff_t mid = (lo + hi) / 2;
+        if (t->v[mid].base <= p) {
+            r = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return r;
+}
+static alloc_t *at_containing(const atable *t, uintptr_t p) {
+    ptrdiff_t i = at_floor(t, p);
+    if (i < 0) return NULL;
+    alloc_t *a = &t->v[i];
+    return p - a->base < a->size ? a : NULL;
+}
+static alloc_t *at_exact(const atable *t, uintptr_t p) {
+    ptrdiff_t i = at_floor(t, p);
+    return (i >= 0 && t->v[i].base == p) ? &t->v[i] : NULL;
+}
+static int at_insert(atable *t, alloc_t a) {
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 64;
+        alloc_t *nv = realloc(t->v, nc * sizeof *nv);
+        if (!nv) return -1;
+        t->v = nv;
+        t->cap = nc;
+    }
+    ptrdiff_t i = at_floor(t, a.base) + 1;
+    memmove(&t->v[i + 1], &t->v[i], (t->n - (size_t)i) * sizeof *t->v);
+    t->v[i] = a;
+    t->n++;
+    return 0;
+}
+static void at_remove(atable *t, alloc_t *a) {
+    size_t i = (size_t)(a - t->v);
+    memmove(&t->v[i], &t->v[i + 1], (t->n - i - 1) * sizeof *t->v);
+    t->n--;
+}
+
+/* Does [p, p+n) lie inside one live device allocation? (lock held) */
+static int device_range(const void *p, uint64_t n, const alloc_t **out, char *why, size_t whylen) {
+    uintptr_t u = (uintptr_t)p;
+    alloc_t *a = at_containing(&g_dmem, u);
+    if (!a) {
+        if (at_containing(&g_hmem, u))
+            snprintf(why, whylen, "%p is pinned host memory (aclrtMallocHost), not device memory", p);
+        else
+            snprintf(why, whylen, "%p is not device memory (not inside any live aclrtMalloc allocation)", p);
+        return 0;
+    }
+    uint64_t off = u - a->base;
+    if (n > a->size - off) {
+        snprintf(why, whylen,
+                 "range [%p, +%" PRIu64 " bytes) runs past the end of its device allocation %p of %" PRIu64
+                 " bytes by %" PRIu64 " bytes",
+                 p, n, (void *)a->base, a->size, n - (a->size - off));
+        return 0;
+    }
+    if (out) *out = a;
+    return 1;
+}
+
+CANNSIM_API int cannsim_device_range(const void *p, uint64_t n, const void **base, char *why, size_t whylen) {
+    const alloc_t *a = NULL;
+    if (!device_range(p, n, &a, why, whylen)) return 0;
+    if (base) *base = (const void *)a->base;
+    return 1;
+}
+
+/* ====================================================================== devices, contexts, streams, events */
+typedef struct task task_t;
+typedef struct stream stream_t;
+
+typedef struct ctx {
+    uint64_t serial;
+    int dev;
+    int is_default;
+    stream_t *defstream;
+} ctx_t;
+
+struct task {
+    task_t *next;
+    uint64_t seq;
+    cannsim_task_fn run;
+    void (*destroy)(void *);
+    void *arg;
+    int64_t delay_left_ns; /* simulated device time still to spend before running */
+    int nrefs;
+    uintptr_t refs[4];     /* bases of allocations (device or pinned host) the task uses */
+};
+
+struct stream {
+    uint64_t serial;
+    int dev;
+    int is_default;
+    int dying;   /* removed from the registries; being destroyed */
+    int dead;    /* destroyed; freed when pins reach 0 */
+    int draining;
+    int pins;
+    task_t *head, *tail;
+    uint64_t next_seq;
+    int err;
+    char errmsg[512];
+    stream_t *gnext, *gprev; /* list of all not-yet-freed streams */
+};
+
+typedef struct {
+    uint64_t serial;
+    int dev;
+    int state; /* 0 never recorded, 1 record pending, 2 completed */
+    uint32_t flag;
+    stream_t *stream;
+    uint64_t stream_serial;
+    uint64_t seq;
+    uint64_t gen;
+    struct timespec ts;
+} event_t;
+
+typedef struct {
+    int refs;
+    ctx_t *def;
+    uint64_t used;
+} device_t;
+
+static int g_inited;
+static int g_ndev;
+static uint64_t g_cap;
+static device_t *g_dev;
+static uint64_t g_serial;
+static stream_t *g_stream_list;
+static atomic_int g_defer;
+static atomic_int g_delay_ms;
+
+static const char *const k_kinds[] = {"device_buffer", "host_buffer", "tensor", "int_array",
+                                      "executor", "stream", "event", "context", "device_ref"};
+#define N_KINDS (sizeof k_kinds / sizeof k_kinds[0])
+static int64_t g_released_k[N_KINDS];
+
+static _Thread_local ctx_t *tl_ctx;
+static _Thread_local uint64_t tl_ctx_serial;
+
+static ctx_t *current_ctx(void) {
+    if (tl_ctx && pset_has(&g_all_ctx, tl_ctx) && tl_ctx->serial == tl_ctx_serial) return tl_ctx;
+    tl_ctx = NULL;
+    return NULL;
+}
+static void set_current(ctx_t *c) {
+    tl_ctx = c;
+    tl_ctx_serial = c ? c->serial : 0;
+}
+
+static stream_t *stream_new(int dev, int is_default) {
+    stream_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->serial = ++g_serial;
+    s->dev = dev;
+    s->is_default = is_default;
+    s->next_seq = 1;
+    if (pset_add(&g_all_streams, s)) {
+        free(s);
+        return NULL;
+    }
+    s->gnext = g_stream_list;
+    if (g_stream_list) g_stream_list->gprev = s;
+    g_stream_list = s;
+    return s;
+}
+
+static void task_free(task_t *t) {
+    if (t->destroy) t->destroy(t->arg);
+    free(t);
+}
+
+static void stream_unlink_free(stream_t *s) {
+    if (s->gprev) s->gprev->gnext = s->gnext;
+    else if (g_stream_list == s) g_stream_list = s->gnext;
+    if (s->gnext) s->gnext->gprev = s->gprev;
+    while (s->head) {
+        task_t *t = s->head;
+        s->head = t->next;
+        task_free(t);
+    }
+    free(s);
+}
+
+static void stream_unpin(stream_t *s) {
+    s->pins--;
+    if (s->dead && s->pins == 0 && !s->draining) stream_unlink_free(s);
+}
+
+static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec; }
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return ts_ns(&t);
+}
+static struct timespec ns_ts(int64_t ns) {
+    struct timespec t = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+    return t;
+}
+
+/* Spend the task's simulated device time, then run it.  Returns -1 if the deadline (absolute ns,
+   <0 = none) passed first, otherwise the task's result.  Called without the lock. */
+static int run_task(task_t *t, int64_t deadline, char *msg, size_t msglen) {
+    while (t->delay_left_ns > 0) {
+        int64_t now = now_ns();
+        if (deadline >= 0 && now >= deadline) return -1;
+        int64_t step = t->delay_left_ns < 1000000 ? t->delay_left_ns : 1000000; /* 1 ms slices */
+        if (deadline >= 0 && deadline - now < step) step = deadline - now;
+        struct timespec st = ns_ts(step);
+        nanosleep(&st, NULL);
+        int64_t spent = now_ns() - now;
+        t->delay_left_ns -= spent > 0 ? spent : step;
+    }
+    return t->run ? t->run(t->arg, msg, msglen) : 0;
+}
+
+/* Run the stream's tasks with seq <= upto, in order (lock held on entry and exit; released while
+   a task runs).  Returns 0, or 1 if the deadline (absolute monotonic ns, <0 = none) passed. */
+static int drain_locked(stream_t *s, uint64_t upto, int64_t deadline) {
+    int rc = 0;
+    s->pins++;
+    for (;;) {
+        task_t *t = s->head;
+        if (!t || t->seq > upto) break;
+        if (s->draining) { /* another thread is running this stream's head task */
+            if (deadline >= 0) {
+                struct timespec dl = ns_ts(deadline);
+                if (pthread_cond_timedwait(&g_cv, &g_mu, &dl) == ETIMEDOUT && s->draining) {
+                    rc = 1;
+                    break;
+                }
+            } else {
+                pthread_cond_wait(&g_cv, &g_mu);
+            }
+            continue;
+        }
+        s->draining = 1;
+        pthread_mutex_unlock(&g_mu);
+        char msg[400];
+        msg[0] = 0;
+        int r = run_task(t, deadline, msg, sizeof msg);
+        pthread_mutex_lock(&g_mu);
+        s->draining = 0;
+        if (r == -1) {
+            pthread_cond_broadcast(&g_cv);
+            rc = 1;
+            break;
+        }
+        s->head = t->next;
+        if (!s->head) s->tail = NULL;
+        if (r != 0 && s->err == 0) {
+            s->err = r;
+            snprintf(s->errmsg, sizeof s->errmsg, "%s", msg[0] ? msg : "task failed");
+        }
+        task_free(t);
+        pthread_cond_broadcast(&g_cv);
+    }
+    stream_unpin(s);
+    return rc;
+}
+
+static task_t *enqueue_locked(stream_t *s, cannsim_task_fn run, void (*destroy)(void *), void *arg,
+                              const uintptr_t *refs, int nrefs, int64_t delay_ns) {
+    task_t *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->seq = s->next_seq++;
+    t->run = run;
+    t->destroy = destroy;
+    t->arg = arg;
+    t->delay_left_ns = delay_ns;
+    for (int i = 0; i < nrefs && i < 4; i++)
+        if (refs[i]) t->refs[t->nrefs++] = refs[i];
+    if (s->tail) s->tail->next = t;
+    else s->head = t;
+    s->tail = t;
+    return t;
+}
+
+/* Which live stream (if any) has a pending task that uses the allocation at base? (lock held) */
+static stream_t *pending_user(uintptr_t base) {
+    for (stream_t *s = g_stream_list; s; s = s->gnext)
+        for (task_t *t = s->head; t; t = t->next)
+            for (int i = 0; i < t->nrefs; i++)
+                if (t->refs[i] == base) return s;
+    return NULL;
+}
+
+/* Destroy a stream that is no longer reachable through the registries (lock held). */
+static void stream_destroy_locked(stream_t *s) {
+    s->dying = 1;
+    pset_del(&g_all_streams, s);
+    drain_locked(s, UINT64_MAX, -1);
+    s->dead = 1;
+    if (s->pins == 0 && !s->draining) stream_unlink_free(s);
+}
+
+static ctx_t *ctx_new(int dev, int is_default) {
+    ctx_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->serial = ++g_serial;
+    c->dev = dev;
+    c->is_default = is_default;
+    c->defstream = stream_new(dev, 1);
+    if (!c->defstream || pset_add(&g_all_ctx, c)) {
+        if (c->defstream) {
+            pset_del(&g_all_streams, c->defstream);
+            c->defstream->dead = 1;
+            stream_unlink_free(c->defstream);
+        }
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* ctx must already be removed from g_user_ctx (if user); lock held */
+static void ctx_destroy_locked(ctx_t *c) {
+    pset_del(&g_all_ctx, c);
+    if (tl_ctx == c) set_current(NULL);
+    stream_t *s = c->defstream;
+    c->defstream = NULL;
+    if (s) stream_destroy_locked(s);
+    free(c);
+}
+
+/* Common prologue for runtime calls that need aclInit and a current context (lock held). */
+static ctx_t *need_ctx(const char *func, int *code) {
+    if (!g_inited) {
+        *code = cannsim_fail(ACL_ERROR_UNINITIALIZE, "%s: ACL is not initialized (call aclInit first)", func);
+        return NULL;
+    }
+    ctx_t *c = current_ctx();
+    if (!c) {
+        *code = cannsim_fail(ACL_ERROR_RT_CONTEXT_NULL,
+                             "%s: no current context on this thread (call aclrtSetDevice or "
+                             "aclrtSetCurrentContext on this thread first)",
+                             func);
+        return NULL;
+    }
+    return c;
+}
+
+static int need_init(const char *func) {
+    if (!g_inited) return cannsim_fail(ACL_ERROR_UNINITIALIZE, "%s: ACL is not initialized (call aclInit first)", func);
+    return 0;
+}
+
+/* Resolve a stream argument (NULL = current context's default stream); lock held. */
+static stream_t *resolve_stream(const char *func, aclrtStream stream, ctx_t *c, int *code) {
+    if (!stream) return c->defstream;
+    stream_t *s = (stream_t *)stream;
+    if (!pset_has(&g_streams, s) || s->dying) {
+        *code = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                             "%s: stream %p is not a live stream (never created by aclrtCreateStream, or "
+                             "already destroyed)",
+                             func, stream);
+        return NULL;
+    }
+    if (s->dev != c->dev) {
+        *code = cannsim_fail(ACL_ERROR_RT_STREAM_CONTEXT,
+                             "%s: stream %p belongs to device %d but the current context is on device %d", func,
+                             stream, s->dev, c->dev);
+        return NULL;
+    }
+    return s;
+}
+
+/* ====================================================================== env helpers */
+static int parse_bytes(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    uint64_t mul = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mul = 1ULL << 10; break;
+        case 'm': case 'M': mul = 1ULL << 20; break;
+        case 'g': case 'G': mul = 1ULL << 30; break;
+        case 't': case 'T': mul = 1ULL << 40; break;
+        default: return -1;
+        }
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+        if (*end) return -1;
+    }
+    if (v == 0 || v > UINT64_MAX / mul) return -1;
+    *out = (uint64_t)v * mul;
+    return 0;
+}
+
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0;
+}
+
+/* ====================================================================== init / finalize */
+CANNSIM_API aclError aclInit(const char *configPath) {
+    ENTER("aclInit");
+    if (configPath && *configPath) {
+        FILE *f = fopen(configPath, "r");
+        if (!f)
+            return cannsim_fail(100003 /* ACL_ERROR_INVALID_FILE */, "aclInit: cannot read config file '%s': %s",
+                                configPath, strerror(errno));
+        fclose(f);
+    }
+    int ndev = 2;
+    uint64_t cap = 16ULL << 30;
+    const char *v = getenv("CANN_SIM_DEVICE_COUNT");
+    if (v && *v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > 1024)
+            return cannsim_fail(ACL_ERROR_INVALID_PARAM,
+                                "aclInit: CANN_SIM_DEVICE_COUNT='%s' is not an integer between 1 and 1024", v);
+        ndev = (int)n;
+    }
+    v = getenv("CANN_SIM_MEM_BYTES");
+    if (v && *v && parse_bytes(v, &cap))
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM,
+                            "aclInit: CANN_SIM_MEM_BYTES='%s' is not a positive byte count (e.g. 1073741824 or 1G)", v);
+    pthread_mutex_lock(&g_mu);
+    if (g_inited) {
+        pthread_mutex_unlock(&g_mu);
+        return cannsim_fail(ACL_ERROR_REPEAT_INITIALIZE,
+                            "aclInit: ACL is already initialized in this process (repeated aclInit changes nothing)");
+    }
+    device_t *d = calloc((size_t)ndev, sizeof *d);
+    if (!d) {
+        pthread_mutex_unlock(&g_mu);
+        return cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclInit: out of host memory");
+    }
+    g_dev = d;
+    g_ndev = ndev;
+    g_cap = cap;
+    g_inited = 1;
+    pthread_mutex_unlock(&g_mu);
+    return ACL_SUCCESS;
+}
+
+static int kind_index(const char *k) {
+    for (size_t i = 0; i < N_KINDS; i++)
+        if (!strcmp(k_kinds[i], k)) return (int)i;
+    return -1;
+}
+
+static aclError finalize_impl(const char *func) {
+    pthread_mutex_lock(&g_mu);
+    if (!g_inited) {
+        pthread_mutex_unlock(&g_mu);
+        return cannsim_fail(ACL_ERROR_REPEAT_FINALIZE,
+                            "%s: ACL is not initialized (aclInit was not called, or aclFinalize was already called)",
+                            func);
+    }
+    g_inited = 0; /* refuse new work from now on */
+    /* finish all queued work */
+    for (;;) {
+        stream_t *todo = NULL;
+        for (stream_t *s = g_stream_list; s; s = s->gnext)
+            if (!s->dead && s->head) {
+                todo = s;
+                break;
+            }
+        if (!todo) break;
+        drain_locked(todo, UINT64_MAX, -1);
+    }
+    /* user streams */
+    for (size_t i = 0; i < g_streams.cap; i++) {
+        stream_t *s = (stream_t *)g_streams.slot[i];
+        if (!s) continue;
+        g_released_k[kind_index("stream")]++;
+        s->dying = 1;
+        s->dead = 1;
+        pset_del(&g_all_streams, s);
+    }
+    pset_clear(&g_streams);
+    /* events */
+    for (size_t i = 0; i < g_events.cap; i++)
+        if (g_events.slot[i]) {
+            free((void *)g_events.slot[i]);
+            g_released_k[kind_index("event")]++;
+        }
+    pset_clear(&g_events);
+    /* contexts (user and default) */
+    for (size_t i = 0; i < g_all_ctx.cap; i++) {
+        ctx_t *c = (ctx_t *)g_all_ctx.slot[i];
+        if (!c) continue;
+        if (pset_has(&g_user_ctx, c)) g_released_k[kind_index("context")]++;
+        if (c->defstream) {
+            c->defstream->dying = 1;
+            c->defstream->dead = 1;
+            pset_del(&g_all_streams, c->defstream);
+        }
+        free(c);
+    }
+    pset_clear(&g_all_ctx);
+    pset_clear(&g_user_ctx);
+    set_current(NULL);
+    /* free dead streams nobody waits on */
+    for (stream_t *s = g_stream_list, *nx; s; s = nx) {
+        nx = s->gnext;
+        if (s->dead && s->pins == 0 && !s->draining) stream_unlink_free(s);
+    }
+    for (int i = 0; i < g_ndev; i++) g_released_k[kind_index("device_ref")] += g_dev[i].refs;
+    free(g_dev);
+    g_dev = NULL;
+    g_ndev = 0;
+    /* memory */
+    for (size_t i = 0; i < g_dmem.n; i++) free((void *)g_dmem.v[i].base);
+    g_released_k[kind_index("device_buffer")] += (int64_t)g_dmem.n;
+    g_dmem.n = 0;
+    for (size_t i = 0; i < g_hmem.n; i++) free((void *)g_hmem.v[i].base);
+    g_released_k[kind_index("host_buffer")] += (int64_t)g_hmem.n;
+    g_hmem.n = 0;
+    pthread_mutex_unlock(&g_mu);
+    return ACL_SUCCESS;
+}
+
+CANNSIM_API aclError aclFinalize(void) {
+    ENTER("aclFinalize");
+    return finalize_impl("aclFinalize");
+}
+
+CANNSIM_API aclError aclFinalizeReference(uint64_t *refCount) {
+    ENTER("aclFinalizeReference");
+    aclError rc = finalize_impl("aclFinalizeReference");
+    if (rc == 0 && refCount) *refCount = 0;
+    return rc;
+}
+
+CANNSIM_API const char *aclGetRecentErrMsg(void) {
+    cannsim_enter("aclGetRecentErrMsg"); /* counted; exempt from faults */
+    if (!tl_has_pending) return NULL;
+    memcpy(tl_returned, tl_pending, sizeof tl_returned);
+    tl_has_pending = 0;
+    tl_pending[0] = 0;
+    return tl_returned;
+}
+
+/* ====================================================================== devices */
+static int check_dev(const char *func, int32_t dev) {
+    if (dev < 0 || dev >= g_ndev)
+        return cannsim_fail(ACL_ERROR_RT_INVALID_DEVICEID,
+                            "%s: device id %d is invalid (the simulator has %d devices, ids 0..%d; "
+                            "see CANN_SIM_DEVICE_COUNT)",
+                            func, dev, g_ndev, g_ndev - 1);
+    return 0;
+}
+
+CANNSIM_API aclError aclrtSetDevice(int32_t deviceId) {
+    ENTER("aclrtSetDevice");
+    int rc;
+    pthread_mutex_lock(&g_mu);
+    if ((rc = need_init("aclrtSetDevice")) || (rc = check_dev("aclrtSetDevice", deviceId))) goto out;
+    device_t *d = &g_dev[deviceId];
+    if (!d->def) {
+        d->def = ctx_new(deviceId, 1);
+        if (!d->def) {
+            rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtSetDevice: out of host memory");
+            goto out;
+        }
+    }
+    d->refs++;
+    set_current(d->def);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+static aclError reset_impl(const char *func, int32_t deviceId, int force) {
+    int rc;
+    pthread_mutex_lock(&g_mu);
+    if ((rc = need_init(func)) || (rc = check_dev(func, deviceId))) goto out;
+    device_t *d = &g_dev[deviceId];
+    if (d->refs == 0) {
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "%s: device %d has no outstanding aclrtSetDevice (reset without a matching set)", func,
+                          deviceId);
+        goto out;
+    }
+    d->refs = force ? 0 : d->refs - 1;
+    ctx_t *c = current_ctx();
+    if (c && c == d->def) set_current(NULL);
+    if (d->refs == 0 && d->def) {
+        ctx_t *def = d->def;
+        d->def = NULL;
+        ctx_destroy_locked(def);
+    }
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtResetDevice(int32_t deviceId) {
+    ENTER("aclrtResetDevice");
+    return reset_impl("aclrtResetDevice", deviceId, 0);
+}
+
+CANNSIM_API aclError aclrtResetDeviceForce(int32_t deviceId) {
+    ENTER("aclrtResetDeviceForce");
+    return reset_impl("aclrtResetDeviceForce", deviceId, 1);
+}
+
+CANNSIM_API aclError aclrtGetDevice(int32_t *deviceId) {
+    ENTER("aclrtGetDevice");
+    if (!deviceId) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDevice: deviceId is NULL");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtGetDevice", &rc);
+    if (c) *deviceId = c->dev;
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtGetDeviceCount(uint32_t *count) {
+    ENTER("aclrtGetDeviceCount");
+    if (!count) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceCount: count is NULL");
+    pthread_mutex_lock(&g_mu);
+    int rc = need_init("aclrtGetDeviceCount");
+    if (!rc) *count = (uint32_t)g_ndev;
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API const char *aclrtGetSocName(void) {
+    cannsim_enter("aclrtGetSocName");
+    return "CANN-Simulator";
+}
+
+CANNSIM_API const char *cannsimVersion(void) { return CANNSIM_VERSION_TEXT; }
+
+CANNSIM_API aclError aclrtGetRunMode(int *runMode) {
+    ENTER("aclrtGetRunMode");
+    if (!runMode) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetRunMode: runMode is NULL");
+    *runMode = ACL_HOST;
+    return 0;
+}
+
+CANNSIM_API aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion, int32_t *patchVersion) {
+    ENTER("aclrtGetVersion");
+    if (!majorVersion || !minorVersion || !patchVersion)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetVersion: an output pointer is NULL");
+    *majorVersion = 1;
+    *minorVersion = 17;
+    *patchVersion = 0;
+    return 0;
+}
+
+CANNSIM_API aclError aclsysGetCANNVersion(int name, aclCANNPackageVersion *version) {
+    ENTER("aclsysGetCANNVersion");
+    if (!version) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclsysGetCANNVersion: version is NULL");
+    if (name < ACL_PKG_NAME_CANN || name > ACL_PKG_NAME_DRIVER)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclsysGetCANNVersion: package name %d is not in 0..7", name);
+    memset(version, 0, sizeof *version);
+    snprintf(version->version, sizeof version->version, "%s", SIM_CANN_VERSION);
+    snprintf(version->majorVersion, sizeof version->majorVersion, "8");
+    snprintf(version->minorVersion, sizeof version->minorVersion, "5");
+    snprintf(version->releaseVersion, sizeof version->releaseVersion, "0");
+    snprintf(version->patchVersion, sizeof version->patchVersion, "cannsim");
+    return 0;
+}
+
+CANNSIM_API aclError aclsysGetVersionStr(char *pkgName, char *versionStr) {
+    ENTER("aclsysGetVersionStr");
+    if (!pkgName || !versionStr)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclsysGetVersionStr: %s is NULL",
+                            pkgName ? "versionStr" : "pkgName");
+    static const char *const known[] = {"runtime", "toolkit", "cann", "opp", "opp_kernel", "compiler"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (!strcmp(pkgName, known[i])) {
+            snprintf(versionStr, ACL_PKG_VERSION_MAX_SIZE, "%s", SIM_CANN_VERSION);
+            return 0;
+        }
+    }
+    return cannsim_fail(ACL_ERROR_INVALID_PARAM,
+                        "aclsysGetVersionStr: package '%.64s' is not installed in the simulator "
+                        "(known: runtime, toolkit, cann, opp, opp_kernel, compiler)",
+                        pkgName);
+}
+
+/* ====================================================================== contexts */
+CANNSIM_API aclError aclrtCreateContext(aclrtContext *context, int32_t deviceId) {
+    ENTER("aclrtCreateContext");
+    if (!context) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtCreateContext: context is NULL");
+    int rc;
+    pthread_mutex_lock(&g_mu);
+    if ((rc = need_init("aclrtCreateContext")) || (rc = check_dev("aclrtCreateContext", deviceId))) goto out;
+    ctx_t *c = ctx_new(deviceId, 0);
+    if (!c || pset_add(&g_user_ctx, c)) {
+        if (c) ctx_destroy_locked(c);
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtCreateContext: out of host memory");
+        goto out;
+    }
+    set_current(c);
+    *context = c;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtDestroyContext(aclrtContext context) {
+    ENTER("aclrtDestroyContext");
+    if (!context) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyContext: context is NULL");
+    int rc;
+    pthread_mutex_lock(&g_mu);
+    if ((rc = need_init("aclrtDestroyContext"))) goto out;
+    if (!pset_has(&g_user_ctx, context)) {
+        if (pset_has(&g_all_ctx, context))
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "aclrtDestroyContext: %p is the default context of device %d; release it with "
+                              "aclrtResetDevice",
+                              context, ((ctx_t *)context)->dev);
+        else
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "aclrtDestroyContext: %p is not a live context (never created by aclrtCreateContext, "
+                              "or already destroyed)",
+                              context);
+        goto out;
+    }
+    pset_del(&g_user_ctx, context);
+    ctx_destroy_locked((ctx_t *)context);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtSetCurrentContext(aclrtContext context) {
+    ENTER("aclrtSetCurrentContext");
+    if (!context) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtSetCurrentContext: context is NULL");
+    int rc;
+    pthread_mutex_lock(&g_mu);
+    if ((rc = need_init("aclrtSetCurrentContext"))) goto out;
+    if (!pset_has(&g_all_ctx, context)) {
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtSetCurrentContext: %p is not a live context (destroyed, its device was reset, or "
+                          "never created)",
+                          context);
+        goto out;
+    }
+    set_current((ctx_t *)context);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtGetCurrentContext(aclrtContext *context) {
+    ENTER("aclrtGetCurrentContext");
+    if (!context) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetCurrentContext: context is NULL");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtGetCurrentContext", &rc);
+    if (c) *context = c;
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* ====================================================================== streams */
+CANNSIM_API aclError aclrtCreateStream(aclrtStream *stream) {
+    ENTER("aclrtCreateStream");
+    if (!stream) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream: stream is NULL");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtCreateStream", &rc);
+    if (c) {
+        stream_t *s = stream_new(c->dev, 0);
+        if (!s || pset_add(&g_streams, s)) {
+            if (s) stream_destroy_locked(s);
+            rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtCreateStream: out of host memory");
+        } else {
+            *stream = s;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtDestroyStream(aclrtStream stream) {
+    ENTER("aclrtDestroyStream");
+    if (!stream)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM,
+                            "aclrtDestroyStream: stream is NULL (the default stream cannot be destroyed)");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtDestroyStream", &rc);
+    if (c) {
+        stream_t *s = (stream_t *)stream;
+        if (!pset_has(&g_streams, s)) {
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "aclrtDestroyStream: stream %p is not a live stream (never created, or already "
+                              "destroyed)",
+                              stream);
+        } else {
+            pset_del(&g_streams, s);
+            stream_destroy_locked(s); /* runs the pending work first; a task error is dropped */
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* Report (and clear) a stream's sticky task error; lock held. */
+static int stream_error(const char *func, stream_t *s, aclrtStream handle) {
+    if (!s->err) return 0;
+    int code = s->err;
+    s->err = 0;
+    return cannsim_fail(code, "%s: a task on stream %p failed: %s", func, handle, s->errmsg);
+}
+
+static int sync_stream_impl(const char *func, aclrtStream stream, int32_t timeout) {
+    int rc = 0;
+    int64_t deadline = -1;
+    if (timeout < -1)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: timeout %d ms is invalid (-1 = wait forever, >= 0 ms)",
+                            func, timeout);
+    if (timeout >= 0) deadline = now_ns() + (int64_t)timeout * 1000000LL;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx(func, &rc);
+    if (!c) goto out;
+    stream_t *s = resolve_stream(func, stream, c, &rc);
+    if (!s) goto out;
+    if (drain_locked(s, UINT64_MAX, deadline)) {
+        rc = cannsim_fail(ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                          "%s: stream %p still has pending work after %d ms (the remaining work stays queued)", func,
+                          stream, timeout);
+        goto out;
+    }
+    rc = stream_error(func, s, stream);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtSynchronizeStream(aclrtStream stream) {
+    ENTER("aclrtSynchronizeStream");
+    return sync_stream_impl("aclrtSynchronizeStream", stream, -1);
+}
+
+CANNSIM_API aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
+    ENTER("aclrtSynchronizeStreamWithTimeout");
+    return sync_stream_impl("aclrtSynchronizeStreamWithTimeout", stream, timeout);
+}
+
+CANNSIM_API aclError aclrtSynchronizeDevice(void) {
+    ENTER("aclrtSynchronizeDevice");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtSynchronizeDevice", &rc);
+    if (!c) goto out;
+    int dev = c->dev;
+    /* pin the device's streams, then drain them one by one */
+    size_t n = 0, cap = 16;
+    stream_t **v = malloc(cap * sizeof *v);
+    if (!v) {
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtSynchronizeDevice: out of host memory");
+        goto out;
+    }
+    for (stream_t *s = g_stream_list; s; s = s->gnext) {
+        if (s->dev != dev || s->dying || s->dead) continue;
+        if (n == cap) {
+            stream_t **nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) break;
+            v = nv;
+            cap *= 2;
+        }
+        s->pins++;
+        v[n++] = s;
+    }
+    for (size_t i = 0; i < n; i++) {
+        drain_locked(v[i], UINT64_MAX, -1);
+        if (!rc) rc = stream_error("aclrtSynchronizeDevice", v[i], v[i]->is_default ? NULL : v[i]);
+        else v[i]->err = 0;
+    }
+    for (size_t i = 0; i < n; i++) stream_unpin(v[i]);
+    free(v);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* ====================================================================== task launching (for the op library) */
+static void ref_bases(const void *const *refs, int nrefs, uintptr_t *out, int *bad) {
+    *bad = -1;
+    for (int i = 0; i < nrefs && i < 4; i++) {
+        out[i] = 0;
+        if (!refs[i]) continue;
+        alloc_t *a = at_containing(&g_dmem, (uintptr_t)refs[i]);
+        if (!a) a = at_containing(&g_hmem, (uintptr_t)refs[i]);
+        if (a) out[i] = a->base;
+        else if (*bad < 0) *bad = i;
+    }
+}
+
+CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_task_fn run, void (*destroy)(void *),
+                               void *arg, const void *const *refs, int nrefs) {
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx(func, &rc);
+    if (!c) goto out;
+    stream_t *s = resolve_stream(func, stream, c, &rc);
+    if (!s) goto out;
+    uintptr_t bases[4] = {0};
+    int bad;
+    if (nrefs > 4) nrefs = 4;
+    ref_bases(refs, nrefs, bases, &bad);
+    if (bad >= 0) {
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: buffer %p was freed while the launch was being prepared",
+                          func, refs[bad]);
+        goto out;
+    }
+    task_t *t = enqueue_locked(s, run, destroy, arg, bases, nrefs, (int64_t)atomic_load(&g_delay_ms) * 1000000LL);
+    if (!t) {
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: out of host memory", func);
+        goto out;
+    }
+    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* ====================================================================== memory */
+static int check_policy(const char *func, int policy) {
+    unsigned p = (unsigned)policy;
+    unsigned flags = p & ~0xFFu;
+    if ((p & 0xFFu) > ACL_MEM_MALLOC_HUGE1G_ONLY_P2P ||
+        (flags & ~(unsigned)(ACL_MEM_TYPE_LOW_BAND_WIDTH | ACL_MEM_TYPE_HIGH_BAND_WIDTH |
+                             ACL_MEM_ACCESS_USER_SPACE_READONLY)))
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: malloc policy 0x%x is not a valid aclrtMemMallocPolicy",
+                            func, p);
+    return 0;
+}
+
+static aclError malloc_impl(const char *func, void **devPtr, size_t size, int policy) {
+    if (!devPtr) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: devPtr is NULL", func);
+    if (size == 0) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: size is 0", func);
+    int rc = check_policy(func, policy);
+    if (rc) return rc;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx(func, &rc);
+    if (!c) goto out;
+    device_t *d = &g_dev[c->dev];
+    if (size > g_cap - d->used) {
+        rc = cannsim_fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
+                          "%s: out of simulated device memory on device %d: requested %zu bytes, %" PRIu64
+                          " of %" PRIu64 " bytes in use (capacity set by CANN_SIM_MEM_BYTES)",
+                          func, c->dev, size, d->used, g_cap);
+        goto out;
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, DEVICE_ALIGN, size) || !p) {
+        rc = cannsim_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: the host could not provide %zu bytes for device memory",
+                          func, size);
+        goto out;
+    }
+    alloc_t a = {(uintptr_t)p, size, c->dev};
+    if (at_insert(&g_dmem, a)) {
+        free(p);
+        rc = cannsim_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", func);
+        goto out;
+    }
+    memset(p, 0xFF, size < FILL_LIMIT ? size : FILL_LIMIT); /* NaN pattern: uninitialised reads show */
+    d->used += size;
+    *devPtr = p;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtMalloc(void **devPtr, size_t size, int policy) {
+    ENTER("aclrtMalloc");
+    return malloc_impl("aclrtMalloc", devPtr, size, policy);
+}
+
+CANNSIM_API aclError aclrtMallocAlign32(void **devPtr, size_t size, int policy) {
+    ENTER("aclrtMallocAlign32");
+    return malloc_impl("aclrtMallocAlign32", devPtr, size, policy);
+}
+
+CANNSIM_API aclError aclrtFree(void *devPtr) {
+    ENTER("aclrtFree");
+    if (!devPtr) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtFree: devPtr is NULL");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtFree", &rc);
+    if (!c) goto out;
+    alloc_t *a = at_exact(&g_dmem, (uintptr_t)devPtr);
+    if (!a) {
+        alloc_t *in = at_containing(&g_dmem, (uintptr_t)devPtr);
+        if (in)
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "aclrtFree: %p is inside device allocation %p (offset %" PRIuPTR
+                              "), not its start; pass the pointer aclrtMalloc returned",
+                              devPtr, (void *)in->base, (uintptr_t)devPtr - in->base);
+        else if (at_exact(&g_hmem, (uintptr_t)devPtr))
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "aclrtFree: %p is pinned host memory; free it with aclrtFreeHost", devPtr);
+        else
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "aclrtFree: %p is not a live device allocation (never returned by aclrtMalloc, or "
+                              "already freed)",
+                              devPtr);
+        goto out;
+    }
+    stream_t *user = pending_user(a->base);
+    if (user) {
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtFree: %p is still used by pending work on stream %p; synchronize first", devPtr,
+                          user->is_default ? NULL : (void *)user);
+        goto out;
+    }
+    if (a->dev >= 0 && a->dev < g_ndev) g_dev[a->dev].used -= a->size;
+    void *p = (void *)a->base;
+    at_remove(&g_dmem, a);
+    free(p);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtMallocHost(void **hostPtr, size_t size) {
+    ENTER("aclrtMallocHost");
+    if (!hostPtr) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtMallocHost: hostPtr is NULL");
+    if (size == 0) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtMallocHost: size is 0");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtMallocHost", &rc);
+    if (!c) goto out;
+    void *p = NULL;
+    if (posix_memalign(&p, DEVICE_ALIGN, size) || !p) {
+        rc = cannsim_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMallocHost: cannot allocate %zu bytes", size);
+        goto out;
+    }
+    alloc_t a = {(uintptr_t)p, size, -1};
+    if (at_insert(&g_hmem, a)) {
+        free(p);
+        rc = cannsim_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMallocHost: out of host memory");
+        goto out;
+    }
+    *hostPtr = p;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtFreeHost(void *hostPtr) {
+    ENTER("aclrtFreeHost");
+    if (!hostPtr) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtFreeHost: hostPtr is NULL");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtFreeHost", &rc);
+    if (!c) goto out;
+    alloc_t *a = at_exact(&g_hmem, (uintptr_t)hostPtr);
+    if (!a) {
+        if (at_exact(&g_dmem, (uintptr_t)hostPtr))
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtFreeHost: %p is device memory; free it with aclrtFree",
+                              hostPtr);
+        else
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "aclrtFreeHost: %p is not a live aclrtMallocHost buffer (never allocated, or already "
+                              "freed)",
+                              hostPtr);
+        goto out;
+    }
+    stream_t *user = pending_user(a->base);
+    if (user) {
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtFreeHost: %p is still used by pending work on stream %p; synchronize first", hostPtr,
+                          user->is_default ? NULL : (void *)user);
+        goto out;
+    }
+    void *p = (void *)a->base;
+    at_remove(&g_hmem, a);
+    free(p);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+static const char *kind_name(int kind) {
+    switch (kind) {
+    case ACL_MEMCPY_HOST_TO_HOST: return "ACL_MEMCPY_HOST_TO_HOST";
+    case ACL_MEMCPY_HOST_TO_DEVICE: return "ACL_MEMCPY_HOST_TO_DEVICE";
+    case ACL_MEMCPY_DEVICE_TO_HOST: return "ACL_MEMCPY_DEVICE_TO_HOST";
+    case ACL_MEMCPY_DEVICE_TO_DEVICE: return "ACL_MEMCPY_DEVICE_TO_DEVICE";
+    default: return "?";
+    }
+}
+
+/* Validate a copy (lock held).  On success the bases of tracked buffers are stored in refs[0..1]. */
+static int check_copy(const char *func, void *dst, size_t destMax, const void *src, size_t count, int kind,
+                      uintptr_t refs[2], int *src_pinned) {
+    char why[300];
+    refs[0] = refs[1] = 0;
+    *src_pinned = 0;
+    if (kind < ACL_MEMCPY_HOST_TO_HOST || kind > ACL_MEMCPY_DEVICE_TO_DEVICE)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM,
+                            "%s: memcpy kind %d is not supported by the simulator (use 0=HOST_TO_HOST, "
+                            "1=HOST_TO_DEVICE, 2=DEVICE_TO_HOST, 3=DEVICE_TO_DEVICE)",
+                            func, kind);
+    if (!dst || !src) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: %s is NULL", func, dst ? "src" : "dst");
+    if (destMax < count)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: count %zu is larger than destMax %zu", func, count, destMax);
+    int dst_dev = kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+    int src_dev = kind == ACL_MEMCPY_DEVICE_TO_HOST || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+    const alloc_t *a;
+    if (dst_dev) {
+        if (!device_range(dst, count, &a, why, sizeof why))
+            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: destination of %s: %s", func, kind_name(kind), why);
+        if (!device_range(dst, destMax, &a, why, sizeof why))
+            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: destMax %zu is larger than the destination buffer: %s",
+                                func, destMax, why);
+        refs[0] = a->base;
+    } else {
+        alloc_t *d = at_containing(&g_dmem, (uintptr_t)dst);
+        if (d)
+            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                                "%s: destination %p is device memory but the kind is %s (host destination)", func, dst,
+                                kind_name(kind));
+        alloc_t *h = at_containing(&g_hmem, (uintptr_t)dst);
+        if (h) {
+            if (count > h->size - ((uintptr_t)dst - h->base))
+                return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                                    "%s: destination range runs past the end of pinned host buffer %p", func,
+                                    (void *)h->base);
+            refs[0] = h->base;
+        }
+    }
+    if (src_dev) {
+        if (!device_range(src, count, &a, why, sizeof why))
+            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: source of %s: %s", func, kind_name(kind), why);
+        refs[1] = a->base;
+    } else {
+        alloc_t *d = at_containing(&g_dmem, (uintptr_t)src);
+        if (d)
+            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                                "%s: source %p is device memory but the kind is %s (host source)", func, src,
+                                kind_name(kind));
+        alloc_t *h = at_containing(&g_hmem, (uintptr_t)src);
+        if (h) {
+            if (count > h->size - ((uintptr_t)src - h->base))
+                return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                                    "%s: source range runs past the end of pinned host buffer %p", func,
+                                    (void *)h->base);
+            refs[1] = h->base;
+            *src_pinned = 1;
+        }
+    }
+    return 0;
+}
+
+CANNSIM_API aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, int kind) {
+    ENTER("aclrtMemcpy");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtMemcpy", &rc);
+    if (!c) goto out;
+    uintptr_t refs[2];
+    int pinned;
+    if ((rc = check_copy("aclrtMemcpy", dst, destMax, src, count, kind, refs, &pinned))) goto out;
+    if (count) memmove(dst, src, count); /* under the lock: nobody can free the buffers meanwhile */
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+    void *owned; /* snapshot of a pageable host source */
+} copy_task_t;
+
+static int copy_task_run(void *arg, char *msg, size_t msglen) {
+    (void)msg;
+    (void)msglen;
+    copy_task_t *t = arg;
+    memmove(t->dst, t->src, t->n);
+    return 0;
+}
+static void copy_task_free(void *arg) {
+    copy_task_t *t = arg;
+    free(t->owned);
+    free(t);
+}
+
+CANNSIM_API aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, int kind,
+                                      aclrtStream stream) {
+    ENTER("aclrtMemcpyAsync");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtMemcpyAsync", &rc);
+    if (!c) goto out;
+    stream_t *s = resolve_stream("aclrtMemcpyAsync", stream, c, &rc);
+    if (!s) goto out;
+    uintptr_t refs[2];
+    int pinned;
+    if ((rc = check_copy("aclrtMemcpyAsync", dst, destMax, src, count, kind, refs, &pinned))) goto out;
+    copy_task_t *ct = calloc(1, sizeof *ct);
+    if (!ct) {
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtMemcpyAsync: out of host memory");
+        goto out;
+    }
+    ct->dst = dst;
+    ct->src = src;
+    ct->n = count;
+    int host_src = kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_HOST_TO_HOST;
+    if (host_src && !pinned && count && atomic_load(&g_defer)) {
+        /* a pageable host source is read now, so freeing it before the sync cannot crash */
+        ct->owned = malloc(count);
+        if (!ct->owned) {
+            free(ct);
+            rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtMemcpyAsync: out of host memory");
+            goto out;
+        }
+        memcpy(ct->owned, src, count);
+        ct->src = ct->owned;
+    }
+    task_t *t = enqueue_locked(s, copy_task_run, copy_task_free, ct, refs, 2, 0);
+    if (!t) {
+        copy_task_free(ct);
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtMemcpyAsync: out of host memory");
+        goto out;
+    }
+    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+static int check_memset(const char *func, void *devPtr, size_t maxCount, size_t count, uintptr_t *base) {
+    char why[300];
+    const alloc_t *a;
+    if (!devPtr) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: devPtr is NULL", func);
+    if (maxCount < count)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: count %zu is larger than maxCount %zu", func, count, maxCount);
+    if (!device_range(devPtr, count ? count : 1, &a, why, sizeof why))
+        return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: %s", func, why);
+    if (!device_range(devPtr, maxCount, &a, why, sizeof why))
+        return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: maxCount %zu is larger than the buffer: %s", func, maxCount,
+                            why);
+    *base = a->base;
+    return 0;
+}
+
+CANNSIM_API aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count) {
+    ENTER("aclrtMemset");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtMemset", &rc);
+    if (!c) goto out;
+    uintptr_t base;
+    if ((rc = check_memset("aclrtMemset", devPtr, maxCount, count, &base))) goto out;
+    memset(devPtr, (unsigned char)value, count);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+typedef struct {
+    void *dst;
+    int value;
+    size_t n;
+} set_task_t;
+static int set_task_run(void *arg, char *msg, size_t msglen) {
+    (void)msg;
+    (void)msglen;
+    set_task_t *t = arg;
+    memset(t->dst, (unsigned char)t->value, t->n);
+    return 0;
+}
+
+CANNSIM_API aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
+    ENTER("aclrtMemsetAsync");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtMemsetAsync", &rc);
+    if (!c) goto out;
+    stream_t *s = resolve_stream("aclrtMemsetAsync", stream, c, &rc);
+    if (!s) goto out;
+    uintptr_t base;
+    if ((rc = check_memset("aclrtMemsetAsync", devPtr, maxCount, count, &base))) goto out;
+    set_task_t *st = malloc(sizeof *st);
+    task_t *t = NULL;
+    if (st) {
+        st->dst = devPtr;
+        st->value = value;
+        st->n = count;
+        t = enqueue_locked(s, set_task_run, free, st, &base, 1, 0);
+    }
+    if (!t) {
+        free(st);
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtMemsetAsync: out of host memory");
+        goto out;
+    }
+    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtGetMemInfo(int attr, size_t *freeBytes, size_t *total) {
+    ENTER("aclrtGetMemInfo");
+    if (!freeBytes || !total)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetMemInfo: %s is NULL", freeBytes ? "total" : "free");
+    if (attr < 0 || attr > ACL_MEM_ATTR_MAX)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetMemInfo: attr %d is not a valid aclrtMemAttr (0..%d)",
+                            attr, ACL_MEM_ATTR_MAX);
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtGetMemInfo", &rc);
+    if (c) {
+        *total = (size_t)g_cap;
+        *freeBytes = (size_t)(g_cap - g_dev[c->dev].used);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* ====================================================================== events */
+static aclError create_event_impl(const char *func, aclrtEvent *event, uint32_t flag) {
+    if (!event) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: event is NULL", func);
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx(func, &rc);
+    if (c) {
+        event_t *e = calloc(1, sizeof *e);
+        if (!e || pset_add(&g_events, e)) {
+            free(e);
+            rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: out of host memory", func);
+        } else {
+            e->serial = ++g_serial;
+            e->dev = c->dev;
+            e->flag = flag;
+            *event = e;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtCreateEvent(aclrtEvent *event) {
+    ENTER("aclrtCreateEvent");
+    return create_event_impl("aclrtCreateEvent", event, 0);
+}
+
+CANNSIM_API aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
+    ENTER("aclrtCreateEventWithFlag");
+    return create_event_impl("aclrtCreateEventWithFlag", event, flag);
+}
+
+static event_t *live_event(const char *func, aclrtEvent ev, int *code) {
+    if (!ev) {
+        *code = cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: event is NULL", func);
+        return NULL;
+    }
+    if (!pset_has(&g_events, ev)) {
+        *code = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                             "%s: event %p is not a live event (never created, or already destroyed)", func, ev);
+        return NULL;
+    }
+    return (event_t *)ev;
+}
+
+typedef struct {
+    event_t *ev;
+    uint64_t serial, gen;
+} rec_task_t;
+
+static int record_task_run(void *arg, char *msg, size_t msglen) {
+    (void)msg;
+    (void)msglen;
+    rec_task_t *r = arg;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&g_mu);
+    if (pset_has(&g_events, r->ev) && r->ev->serial == r->serial && r->ev->gen == r->gen) {
+        r->ev->ts = now;
+        r->ev->state = 2;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+CANNSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+    ENTER("aclrtRecordEvent");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtRecordEvent", &rc);
+    if (!c) goto out;
+    event_t *e = live_event("aclrtRecordEvent", event, &rc);
+    if (!e) goto out;
+    stream_t *s = resolve_stream("aclrtRecordEvent", stream, c, &rc);
+    if (!s) goto out;
+    rec_task_t *r = malloc(sizeof *r);
+    task_t *t = NULL;
+    if (r) {
+        r->ev = e;
+        r->serial = e->serial;
+        r->gen = ++e->gen;
+        t = enqueue_locked(s, record_task_run, free, r, NULL, 0, 0);
+    }
+    if (!t) {
+        free(r);
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtRecordEvent: out of host memory");
+        goto out;
+    }
+    e->state = 1;
+    e->stream = s;
+    e->stream_serial = s->serial;
+    e->seq = t->seq;
+    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+static aclError sync_event_impl(const char *func, aclrtEvent event, int32_t timeout) {
+    int rc = 0;
+    int64_t deadline = -1;
+    if (timeout < -1)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: timeout %d ms is invalid (-1 = wait forever, >= 0 ms)",
+                            func, timeout);
+    if (timeout >= 0) deadline = now_ns() + (int64_t)timeout * 1000000LL;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx(func, &rc);
+    if (!c) goto out;
+    event_t *e = live_event(func, event, &rc);
+    if (!e) goto out;
+    if (e->state != 1) goto out; /* never recorded (nothing to wait for) or already complete */
+    stream_t *s = e->stream;
+    if (!pset_has(&g_all_streams, s) || s->serial != e->stream_serial) goto out;
+    if (drain_locked(s, e->seq, deadline))
+        rc = cannsim_fail(ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, "%s: event %p did not complete within %d ms", func, event,
+                          timeout);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtSynchronizeEvent(aclrtEvent event) {
+    ENTER("aclrtSynchronizeEvent");
+    return sync_event_impl("aclrtSynchronizeEvent", event, -1);
+}
+
+CANNSIM_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) {
+    ENTER("aclrtSynchronizeEventWithTimeout");
+    return sync_event_impl("aclrtSynchronizeEventWithTimeout", event, timeout);
+}
+
+CANNSIM_API aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent) {
+    ENTER("aclrtEventElapsedTime");
+    if (!ms) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtEventElapsedTime: ms is NULL");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtEventElapsedTime", &rc);
+    if (!c) goto out;
+    event_t *a = live_event("aclrtEventElapsedTime", startEvent, &rc);
+    if (!a) goto out;
+    event_t *b = live_event("aclrtEventElapsedTime", endEvent, &rc);
+    if (!b) goto out;
+    if (a->state != 2 || b->state != 2) {
+        event_t *x = a->state != 2 ? a : b;
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtEventElapsedTime: %s event %p has %s (record it and synchronize its stream first)",
+                          x == a ? "start" : "end", (void *)x, x->state == 0 ? "never been recorded" : "not completed yet");
+        goto out;
+    }
+    *ms = (float)((double)(ts_ns(&b->ts) - ts_ns(&a->ts)) / 1e6);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtDestroyEvent(aclrtEvent event) {
+    ENTER("aclrtDestroyEvent");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtDestroyEvent", &rc);
+    if (!c) goto out;
+    event_t *e = live_event("aclrtDestroyEvent", event, &rc);
+    if (!e) goto out;
+    pset_del(&g_events, e); /* a pending record task notices the event is gone */
+    free(e);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* ====================================================================== simulator controls and accounting */
+CANNSIM_API int cannsimSetDefer(int on) {
+    return atomic_exchange(&g_defer, on ? 1 : 0);
+}
+
+CANNSIM_API int cannsimSetDelay(int ms) {
+    return atomic_exchange(&g_delay_ms, ms > 0 ? ms : 0);
+}
+
+static int64_t live_count_locked(int k) {
+    switch (k) {
+    case 0: return (int64_t)g_dmem.n;
+    case 1: return (int64_t)g_hmem.n;
+    case 2: return (int64_t)g_tensors.n;
+    case 3: return (int64_t)g_int_arrays.n;
+    case 4: return (int64_t)g_executors.n;
+    case 5: return (int64_t)g_streams.n;
+    case 6: return (int64_t)g_events.n;
+    case 7: return (int64_t)g_user_ctx.n;
+    case 8: {
+        int64_t r = 0;
+        for (int i = 0; i < g_ndev; i++) r += g_dev[i].refs;
+        return r;
+    }
+    default: return -1;
+    }
+}
+
+CANNSIM_API int64_t cannsimLiveHandles(const char *kind) {
+    if (!kind) return -1;
+    int k = kind_index(kind);
+    if (k < 0) return -1;
+    pthread_mutex_lock(&g_mu);
+    int64_t v = live_count_locked(k);
+    pthread_mutex_unlock(&g_mu);
+    return v;
+}
+
+/* ====================================================================== load / exit */
+static void write_report(void) {
+    const char *path = getenv("CANN_SIM_REPORT");
+    if (!path || !*path) return;
+    /* do not hang at exit if another thread died holding the lock */
+    int locked = 0;
+    for (int i = 0; i < 200 && !locked; i++) {
+        if (pthread_mutex_trylock(&g_mu) == 0) locked = 1;
+        else {
+            struct timespec st = {0, 1000000};
+            nanosleep(&st, NULL);
+        }
+    }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+        fprintf(f, "{\n  \"simulator\": \"%s\",\n  \"pid\": %d,\n", CANNSIM_VERSION_TEXT, (int)getpid());
+        fprintf(f, "  \"aclInit\": %" PRIu64 ",\n  \"aclFinalize\": %" PRIu64 ",\n", g_calls[name_index("aclInit")],
+                g_calls[name_index("aclFinalize")]);
+        fprintf(f, "  \"initialized_at_exit\": %s,\n", g_inited ? "true" : "false");
+        fprintf(f, "  \"live\": {");
+        for (size_t k = 0; k < N_KINDS; k++)
+            fprintf(f, "%s\"%s\": %" PRId64, k ? ", " : "", k_kinds[k], live_count_locked((int)k));
+        fprintf(f, "},\n  \"released_by_finalize\": {");
+        for (size_t k = 0; k < N_KINDS; k++)
+            fprintf(f, "%s\"%s\": %" PRId64, k ? ", " : "", k_kinds[k], g_released_k[k]);
+        fprintf(f, "},\n  \"calls\": {");
+        for (size_t i = 0; i < N_NAMES; i++)
+            fprintf(f, "%s\n    \"%s\": %" PRIu64, i ? "," : "", k_names[i], g_calls[i]);
+        fprintf(f, "\n  }\n}\n");
+        if (fclose(f) == 0) rename(tmp, path);
+        else unlink(tmp);
+    }
+    if (locked) pthread_mutex_unlock(&g_mu);
+}
+
+__attribute__((constructor)) static void cannsim_load(void) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_store(&g_defer, env_flag("CANN_SIM_DEFER"));
+    const char *d = getenv("CANN_SIM_DELAY_MS");
+    if (d && *d) {
+        char *end;
+        long v = strtol(d, &end, 10);
+        if (!*end && v >= 0 && v <= 3600000) atomic_store(&g_delay_ms, (int)v);
+        else fprintf(stderr, "cannsim: ignoring CANN_SIM_DELAY_MS='%s' (not a number of milliseconds)\n", d);
+    }
+    const char *spec = getenv("CANN_SIM_FAULT");
+    if (spec && *spec) {
+        char why[256] = "";
+        int n = parse_faults(spec, g_faults, why, sizeof why);
+        if (n < 0) {
+            g_nfaults = 0;
+            fprintf(stderr, "cannsim: ignoring malformed CANN_SIM_FAULT='%s': %s\n", spec, why);
+        } else {
+            g_nfaults = n;
+        }
+    }
+}
+
+__attribute__((destructor)) static void cannsim_unload(void) { write_report(); }

@@ -1,0 +1,102 @@
+"""Module-level entry points over the Session.
+
+* :func:`upsample_nearest_exact3d_backward`: PyTorch's signature
+  (``torch.ops.aten._upsample_nearest_exact3d_backward``), numpy in, numpy out, on a
+  process-wide default session (device 0, or ``$UPSAMPLE3D_GRAD_DEVICE``).
+* :func:`UpsampleNearestExact3dGrad`: the graph-IR form, with its defaults
+  (``output_size=(0, 0, 0)`` meaning "from grad_output's shape", ``scales=(0, 0, 0)``
+  meaning "not given"; cann-abi.md §5.1).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .session import Session
+
+__all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "default_session",
+           "close_default_session"]
+
+_lock = threading.Lock()
+_default: Optional[Session] = None
+
+
+def default_session() -> Session:
+    """The process-wide session used by the module-level functions (created on first use)."""
+    global _default
+    with _lock:
+        if _default is None or _default.closed:
+            _default = Session(int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0")))
+            atexit.register(close_default_session)
+        return _default
+
+
+def close_default_session() -> None:
+    """Close the default session, if any (runs at exit)."""
+    global _default
+    with _lock:
+        session, _default = _default, None
+    if session is not None:
+        try:
+            session.close()
+        except Exception:  # at exit nothing useful can be done; never print
+            pass
+
+
+def _to_numpy(x: Any) -> Any:
+    """torch CPU tensors become numpy views (no copy for contiguous CPU tensors)."""
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        from .torch_interop import tensor_to_numpy
+
+        return tensor_to_numpy(x)
+    return x
+
+
+def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
+                                      scales_d: Optional[float] = None, scales_h: Optional[float] = None,
+                                      scales_w: Optional[float] = None, *, layout: str = "NCDHW",
+                                      out: Optional[np.ndarray] = None, strict: bool = True) -> np.ndarray:
+    """gradInput of ``F.interpolate(x, mode="nearest-exact")`` on a 5-D tensor, computed by the operator.
+
+    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy in, numpy
+    out, on :func:`default_session`.
+
+    >>> import numpy as np
+    >>> g = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+    >>> upsample_nearest_exact3d_backward(g, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist()
+    [36.0, 100.0, 164.0, 228.0]
+    """
+    result = default_session().backward(_to_numpy(grad_output), output_size, input_size, scales_d, scales_h,
+                                        scales_w, layout=layout, out=out, strict=strict)
+    assert isinstance(result, np.ndarray)
+    return result
+
+
+def UpsampleNearestExact3dGrad(grad_output: Any, input_size: Sequence[int],
+                               output_size: Sequence[int] = (0, 0, 0),
+                               scales: Sequence[float] = (0.0, 0.0, 0.0), *, layout: str = "NCDHW",
+                               strict: bool = True) -> np.ndarray:
+    """The graph-IR form of the operator (attrs ``input_size``, ``output_size``, ``scales``).
+
+    ``output_size=(0, 0, 0)`` takes (D, H, W) from *grad_output*'s shape; ``scales`` of 0 are
+    "not given".
+    """
+    g = _to_numpy(grad_output)
+    out_sz = tuple(int(v) for v in output_size)
+    if out_sz == (0, 0, 0) and isinstance(g, np.ndarray) and g.ndim == 5:
+        out_sz = tuple(g.shape[1:4]) if layout == "NDHWC" else tuple(g.shape[2:5])
+    sc = tuple(scales)
+    if len(sc) != 3:
+        from acl_bindings import AclnnParamError
+
+        from .checks import PHASE1
+
+        raise AclnnParamError(161002, PHASE1, f"scales: expected 3 values (D, H, W), got {len(sc)}: {list(sc)}")
+    return upsample_nearest_exact3d_backward(g, out_sz, input_size, *(s if s else None for s in sc),
+                                             layout=layout, strict=strict)

@@ -1,0 +1,357 @@
+"""Host-side checks that speak CANN's language.
+
+:func:`check_params` runs, before any device call, the checks of the operator's
+phase 1 (``CheckParams`` in ops-cv, cann-abi.md §5.1) in the same order and with
+the same codes: 161001 (ACLNN_ERR_PARAM_NULLPTR) for a None argument, 161002
+(ACLNN_ERR_PARAM_INVALID) for the rest.  It raises
+:class:`acl_bindings.AclnnParamError` (also a ``ValueError``) with
+``func="aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"``, so a caller sees
+the same error whether Python or CANN caught it.
+
+With ``strict=True`` (the default) it also enforces the documented constraints
+that CANN's host code leaves unchecked (cann-abi.md §5.5): each dim <= 2^20,
+``N*C*gradOut_D*gradOut_H < 2^31``, ``gradInput_W*gradInput_H < 2^31``, the 60 GiB
+memory formula, ``outputSize == floor(inputSize*scale)`` when scales are used, and
+finite, non-negative scales.  ``strict=False`` lets such input through to CANN.
+
+Mixed scales (some > 0, not all) make CANN ignore all three (§5.2): a
+:class:`MixedScalesWarning` names the values ignored.
+
+:data:`BAD_CASES` and :data:`GOOD_CASES` are the invalid and valid cases as data;
+they drive these checks, the simulator (with these checks bypassed) and the real
+library on an NPU.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from acl_bindings import AclnnParamError, DataType, Format
+
+__all__ = [
+    "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
+    "normalize_scales", "spec_of", "layout_format", "MAX_SCALE",
+]
+
+PHASE1 = "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"
+MAX_SCALE = 50.0
+INT32_MAX = 2 ** 31 - 1
+DIM_LIMIT = 2 ** 20
+MEMORY_LIMIT = 60 * 2 ** 30
+SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
+_ITEMSIZE = {DataType.FLOAT: 4, DataType.FLOAT16: 2, DataType.BF16: 2}
+_SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
+_PY_NAMES = {"gradOut": "grad_output", "outputSize": "output_size", "inputSize": "input_size",
+             "gradInput": "grad_input", "scalesD": "scales_d", "scalesH": "scales_h", "scalesW": "scales_w"}
+
+
+class MixedScalesWarning(UserWarning):
+    """Some scales are > 0 and some are not: CANN then ignores all three (cann-abi.md §5.2)."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What phase 1 sees of a tensor: view dims, ``aclDataType`` and ``aclFormat``."""
+
+    shape: tuple[int, ...]
+    dtype: int = int(DataType.FLOAT)
+    format: int = int(Format.NCDHW)
+
+
+def layout_format(layout: str) -> Format:
+    """``"NCDHW"`` -> ``ACL_FORMAT_NCDHW``; ``"NDHWC"`` -> ``ACL_FORMAT_NDHWC``."""
+    if layout == "NCDHW":
+        return Format.NCDHW
+    if layout == "NDHWC":
+        return Format.NDHWC
+    raise AclnnParamError(161002, PHASE1, f"layout: expected 'NCDHW' or 'NDHWC', got {layout!r}")
+
+
+def _fail(param: str, rule: str, code: int = 161002) -> AclnnParamError:
+    py = _PY_NAMES.get(param)
+    name = f"{param} ({py})" if py and py != param else param
+    return AclnnParamError(code, PHASE1, f"{name}: {rule}")
+
+
+def spec_of(array: Any, layout: str, param: str) -> Optional[TensorSpec]:
+    """The :class:`TensorSpec` of a numpy array in *layout* (None stays None)."""
+    if array is None:
+        return None
+    if not isinstance(array, np.ndarray):
+        raise _fail(param, f"expected a numpy array (float32, float16 or bfloat16), got {type(array).__name__}")
+    try:
+        from acl_bindings import dtype_to_acl
+
+        acl = int(dtype_to_acl(array.dtype))
+    except TypeError:
+        raise _fail(param, f"dtype must be float32, float16 or bfloat16, got {array.dtype}") from None
+    return TensorSpec(tuple(int(n) for n in array.shape), acl, int(layout_format(layout)))
+
+
+def _int_list(values: Any, param: str) -> list[int]:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise _fail(param, f"expected a sequence of ints, got {type(values).__name__} {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
+            raise _fail(param, f"expected ints, got {type(v).__name__} {v!r} in {list(values)!r}")
+        iv = int(v)
+        if not -(2 ** 63) <= iv < 2 ** 63:
+            raise _fail(param, f"{iv} does not fit in int64")
+        out.append(iv)
+    return out
+
+
+def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> tuple[float, float, float]:
+    """None -> 0.0 (CANN's "not given"); other values must be real numbers."""
+    out = []
+    for name, v in zip(_SCALE_NAMES, (scales_d, scales_h, scales_w)):
+        if v is None:
+            out.append(0.0)
+            continue
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
+            raise _fail(name, f"expected a float or None, got {type(v).__name__} {v!r}")
+        out.append(float(v))
+    return out[0], out[1], out[2]
+
+
+def _expected(fmt: int, n: int, c: int, d: int, h: int, w: int) -> tuple[int, ...]:
+    return (n, d, h, w, c) if fmt == Format.NDHWC else (n, c, d, h, w)
+
+
+def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: Any,
+                 scales_d: Any, scales_h: Any, scales_w: Any, grad_in: Optional[TensorSpec], *,
+                 strict: bool = True, skip_uplimit: bool = False) -> tuple[float, float, float]:
+    """Run phase 1's checks (cann-abi.md §5.1 step 3) in order; return the scales as CANN receives them.
+
+    Parameters
+    ----------
+    grad_out, grad_in:
+        :class:`TensorSpec` of gradOut / gradInput, or None (161001).
+    output_size:
+        ``(oD, oH, oW)``.
+    input_size:
+        ``(N, C, iD, iH, iW)``.
+    scales_d, scales_h, scales_w:
+        Forward scale factors or None/0 ("not given").
+    strict:
+        Also enforce the documented limits CANN leaves unchecked (see the module docstring).
+    skip_uplimit:
+        Skip the INT32_MAX dim check, as CANN does on Ascend950.
+
+    Raises
+    ------
+    acl_bindings.AclnnParamError
+        Code 161001 or 161002, naming the parameter, the rule and the value.
+    """
+    # 1. null checks, in CANN's order
+    for param, value in (("gradOut", grad_out), ("outputSize", output_size), ("inputSize", input_size),
+                         ("gradInput", grad_in)):
+        if value is None:
+            raise _fail(param, "expected a value but got None (a null pointer)", 161001)
+    assert grad_out is not None and grad_in is not None
+    out_sz = _int_list(output_size, "outputSize")
+    in_sz = _int_list(input_size, "inputSize")
+    scales = normalize_scales(scales_d, scales_h, scales_w)
+    # 2. dtypes
+    if grad_out.dtype not in SUPPORTED:
+        raise _fail("gradOut", f"dtype must be FLOAT, FLOAT16 or BF16, got {_dtype_name(grad_out.dtype)}")
+    if grad_in.dtype != grad_out.dtype:
+        raise _fail("gradInput", f"dtype must equal gradOut's ({_dtype_name(grad_out.dtype)}), "
+                                 f"got {_dtype_name(grad_in.dtype)}")
+    # 3. ranks and lengths
+    if len(grad_out.shape) != 5:
+        raise _fail("gradOut", f"expected a 5-D tensor, got {len(grad_out.shape)} dims {list(grad_out.shape)}")
+    if len(out_sz) != 3:
+        raise _fail("outputSize", f"expected 3 values (D, H, W), got {len(out_sz)}: {out_sz}")
+    if len(in_sz) != 5:
+        raise _fail("inputSize", f"expected 5 values (N, C, D, H, W), got {len(in_sz)}: {in_sz}")
+    # 4. elements and shapes
+    for k, name in enumerate("DHW"):
+        if in_sz[2 + k] <= 0:
+            raise _fail("inputSize", f"{name} must be > 0, got {in_sz}")
+    for k, name in enumerate("DHW"):
+        if out_sz[k] <= 0:
+            raise _fail("outputSize", f"{name} must be > 0, got {out_sz}")
+    n, c = in_sz[0], in_sz[1]
+    if n < 0 or c < 0:
+        raise _fail("inputSize", f"N and C must be >= 0, got {in_sz}")
+    want_out = _expected(grad_out.format, n, c, *out_sz)
+    if tuple(grad_out.shape) != want_out:
+        raise _fail("gradOut", f"shape must be {list(want_out)} ({_layout_name(grad_out.format)} from inputSize N,C "
+                               f"and outputSize), got {list(grad_out.shape)}")
+    want_in = _expected(grad_in.format, n, c, *in_sz[2:])
+    if tuple(grad_in.shape) != want_in:
+        raise _fail("gradInput", f"shape must be {list(want_in)} ({_layout_name(grad_in.format)} from inputSize), "
+                                 f"got {list(grad_in.shape)}")
+    for k, name in enumerate(_SCALE_NAMES):
+        s = scales[k]
+        real = s if s > 0 else out_sz[k] / in_sz[2 + k]
+        if real > MAX_SCALE:
+            source = f"{name}={s!r}" if s > 0 else f"outputSize/inputSize = {out_sz[k]}/{in_sz[2 + k]}"
+            raise _fail(name, f"scale must be <= {MAX_SCALE:g}, got {real!r} ({source})")
+    # 5. INT32_MAX per gradOut dim (CANN skips this on Ascend950)
+    if not skip_uplimit:
+        for dim in grad_out.shape:
+            if dim > INT32_MAX:
+                raise _fail("gradOut", f"each dim must be <= INT32_MAX ({INT32_MAX}), got {list(grad_out.shape)}")
+    if strict:
+        _check_documented_limits(grad_out, out_sz, in_sz, scales)
+    used = scales if all(s > 0 for s in scales) else (0.0, 0.0, 0.0)
+    if any(s > 0 for s in scales) and not all(s > 0 for s in scales):
+        warnings.warn(MixedScalesWarning(
+            f"scales (scalesD, scalesH, scalesW) = {scales}: only some are > 0, so CANN ignores all three "
+            f"(ignored: {', '.join(f'{nm}={s!r}' for nm, s in zip(_SCALE_NAMES, scales) if s > 0)}) and uses "
+            "outputSize/inputSize in every dim. Pass all three scales or none."), stacklevel=3)
+    return used
+
+
+def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: list[int],
+                             scales: tuple[float, float, float]) -> None:
+    for k, name in enumerate(_SCALE_NAMES):
+        s = scales[k]
+        if math.isnan(s) or math.isinf(s) or s < 0:
+            raise _fail(name, f"scale must be finite and >= 0 (0 or None means not given), got {s!r}")
+    n, c, i_d, i_h, i_w = in_sz
+    o_d, o_h, o_w = out_sz
+    for param, dims in (("gradOut", (n, c, o_d, o_h, o_w)), ("gradInput", tuple(in_sz))):
+        for dim in dims:
+            if dim > DIM_LIMIT:
+                raise _fail(param, f"each dim must be <= 2^20 ({DIM_LIMIT}) (documented limit), got {list(dims)}")
+    if n * c * o_d * o_h >= 2 ** 31:
+        raise _fail("gradOut", f"N*C*D*H must be < 2^31 (documented limit), got {n}*{c}*{o_d}*{o_h} = "
+                               f"{n * c * o_d * o_h}")
+    if i_w * i_h >= 2 ** 31:
+        raise _fail("gradInput", f"W*H must be < 2^31 (documented limit), got {i_w}*{i_h} = {i_w * i_h}")
+    item = _ITEMSIZE[DataType(grad_out.dtype)]
+    need = n * c * (o_d * o_h * o_w + i_d * i_h * i_w + o_d * o_h * i_w + o_d * i_h * i_w) * item
+    if need >= MEMORY_LIMIT:
+        raise _fail("gradOut", f"N*C*(oD*oH*oW + iD*iH*iW + oD*oH*iW + oD*iH*iW)*sizeof(dtype) must be < 60 GiB "
+                               f"(documented limit), got {need} bytes")
+    if all(s > 0 for s in scales):
+        for k, name in enumerate(_SCALE_NAMES):
+            want = math.floor(in_sz[2 + k] * scales[k])
+            if out_sz[k] != want:
+                raise _fail("outputSize", f"must equal floor(inputSize*scale) when scales are given: "
+                                          f"{'DHW'[k]}: floor({in_sz[2 + k]}*{scales[k]!r}) = {want}, "
+                                          f"got {out_sz[k]} (strict=False lets CANN decide)")
+
+
+def _dtype_name(code: int) -> str:
+    try:
+        return DataType(code).name
+    except ValueError:
+        return str(code)
+
+
+def _layout_name(fmt: int) -> str:
+    return "NDHWC" if fmt == Format.NDHWC else "NCDHW"
+
+
+# --------------------------------------------------------------------------- the cases, as data
+
+@dataclass(frozen=True)
+class BadCase:
+    """One call of phase 1 and the code CANN gives for it.
+
+    ``cann_checks`` is False for the documented limits that only the strict host
+    checks enforce (CANN itself does not check them, so the simulator and the NPU
+    tiers skip those cases).
+    """
+
+    label: str
+    grad_out: Optional[TensorSpec]
+    output_size: Optional[tuple[int, ...]]
+    input_size: Optional[tuple[int, ...]]
+    grad_in: Optional[TensorSpec]
+    code: int
+    param: str
+    scales: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    cann_checks: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def call_args(self) -> tuple[Any, ...]:
+        """Arguments for :func:`check_params` in order."""
+        return (self.grad_out, self.output_size, self.input_size, *self.scales, self.grad_in)
+
+
+F32, F16, BF16 = int(DataType.FLOAT), int(DataType.FLOAT16), int(DataType.BF16)
+NCDHW, NDHWC = int(Format.NCDHW), int(Format.NDHWC)
+_GO = TensorSpec((2, 2, 6, 8, 10), F32, NCDHW)
+_GI = TensorSpec((2, 2, 3, 4, 5), F32, NCDHW)
+_OUT = (6, 8, 10)
+_IN = (2, 2, 3, 4, 5)
+
+
+def _bad_dtype(dt: DataType) -> BadCase:
+    return BadCase(f"dtype {dt.name}", TensorSpec(_GO.shape, int(dt)), _OUT, _IN, TensorSpec(_GI.shape, int(dt)),
+                   161002, "gradOut")
+
+
+BAD_CASES: list[BadCase] = [
+    # official unit-test cases (cann-abi.md §5.6)
+    *[_bad_dtype(dt) for dt in (DataType.UINT8, DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
+                                DataType.DOUBLE, DataType.BOOL, DataType.COMPLEX64, DataType.COMPLEX128)],
+    BadCase("dtype mismatch", _GO, _OUT, _IN, TensorSpec(_GI.shape, F16), 161002, "gradInput"),
+    BadCase("gradOut None", None, _OUT, _IN, _GI, 161001, "gradOut"),
+    BadCase("outputSize None", _GO, None, _IN, _GI, 161001, "outputSize"),
+    BadCase("inputSize None", _GO, _OUT, None, _GI, 161001, "inputSize"),
+    BadCase("gradInput None", _GO, _OUT, _IN, None, 161001, "gradInput"),
+    BadCase("gradOut 2-D", TensorSpec((2, 2)), _OUT, _IN, _GI, 161002, "gradOut"),
+    BadCase("gradOut 6-D", TensorSpec((2, 2, 6, 8, 10, 1)), _OUT, _IN, _GI, 161002, "gradOut"),
+    BadCase("gradOut D=0", TensorSpec((2, 2, 0, 4, 5)), (3, 4, 5), _IN, _GI, 161002, "gradOut"),
+    BadCase("outputSize length 2", _GO, (6, 8), _IN, _GI, 161002, "outputSize"),
+    BadCase("outputSize element 0", TensorSpec((2, 2, 6, 8, 0)), (6, 8, 0), _IN, _GI, 161002, "outputSize"),
+    BadCase("inputSize length 4", _GO, _OUT, (2, 2, 3, 4), _GI, 161002, "inputSize"),
+    BadCase("inputSize D=0", _GO, _OUT, (2, 2, 0, 4, 5), TensorSpec((2, 2, 0, 4, 5)), 161002, "inputSize"),
+    BadCase("N mismatch", _GO, _OUT, (3, 2, 3, 4, 5), TensorSpec((3, 2, 3, 4, 5)), 161002, "gradOut"),
+    BadCase("C mismatch", TensorSpec((2, 3, 6, 8, 10)), _OUT, _IN, _GI, 161002, "gradOut"),
+    BadCase("gradOut DHW mismatch", TensorSpec((2, 2, 6, 8, 11)), _OUT, _IN, _GI, 161002, "gradOut"),
+    BadCase("gradInput DHW mismatch", _GO, _OUT, _IN, TensorSpec((2, 2, 3, 4, 6)), 161002, "gradInput"),
+    BadCase("gradInput 4-D", _GO, _OUT, _IN, TensorSpec((2, 2, 3, 4)), 161002, "gradInput"),
+    BadCase("NDHWC gradOut given NCDHW dims", TensorSpec((2, 2, 6, 8, 10), F32, NDHWC), _OUT, _IN,
+            TensorSpec((2, 3, 4, 5, 2), F32, NDHWC), 161002, "gradOut"),
+    BadCase("size ratio > 50", TensorSpec((1, 1, 51, 1, 1)), (51, 1, 1), (1, 1, 1, 1, 1),
+            TensorSpec((1, 1, 1, 1, 1)), 161002, "scalesD"),
+    BadCase("scalesW > 50", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
+            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesW", scales=(1.0, 1.0, 50.5)),
+    BadCase("scale inf", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
+            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesH", scales=(1.0, math.inf, 1.0)),
+    BadCase("gradOut dim > INT32_MAX", TensorSpec((1, 1, 1, 1, 2 ** 31)), (1, 1, 2 ** 31), (1, 1, 1, 1, 2 ** 26),
+            TensorSpec((1, 1, 1, 1, 2 ** 26)), 161002, "gradOut"),
+    # documented limits that only the strict host checks enforce (cann-abi.md §5.5)
+    BadCase("dim > 2^20", TensorSpec((1, 1, 1, 1, 2 ** 20 + 1)), (1, 1, 2 ** 20 + 1), (1, 1, 1, 1, 2 ** 20 + 1),
+            TensorSpec((1, 1, 1, 1, 2 ** 20 + 1)), 161002, "gradOut", cann_checks=False),
+    BadCase("N*C*D*H >= 2^31", TensorSpec((2 ** 11, 2 ** 10, 2 ** 10, 1, 1)), (2 ** 10, 1, 1),
+            (2 ** 11, 2 ** 10, 2 ** 10, 1, 1), TensorSpec((2 ** 11, 2 ** 10, 2 ** 10, 1, 1)), 161002, "gradOut",
+            cann_checks=False),
+    BadCase("W*H >= 2^31", TensorSpec((1, 1, 1, 2 ** 20, 2 ** 11)), (1, 2 ** 20, 2 ** 11), (1, 1, 1, 2 ** 20, 2 ** 11),
+            TensorSpec((1, 1, 1, 2 ** 20, 2 ** 11)), 161002, "gradInput", cann_checks=False),
+    BadCase("memory >= 60 GiB", TensorSpec((4, 16, 256, 512, 512)), (256, 512, 512), (4, 16, 256, 512, 512),
+            TensorSpec((4, 16, 256, 512, 512)), 161002, "gradOut", cann_checks=False),
+    BadCase("outputSize != floor(inputSize*scale)", TensorSpec((2, 2, 5, 8, 12)), (5, 8, 12), (2, 2, 2, 4, 8),
+            TensorSpec((2, 2, 2, 4, 8)), 161002, "outputSize", scales=(2.0, 2.0, 1.5), cann_checks=False),
+    BadCase("negative scale", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
+            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesD", scales=(-1.0, 1.0, 1.0), cann_checks=False),
+    BadCase("NaN scale", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
+            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesW", scales=(1.0, 1.0, math.nan), cann_checks=False),
+]
+
+#: Valid calls from the official unit tests (cann-abi.md §5.6); each gives 0.
+GOOD_CASES: list[BadCase] = [
+    BadCase("fp32 NCDHW", _GO, _OUT, _IN, _GI, 0, ""),
+    BadCase("fp16 NCDHW", TensorSpec(_GO.shape, F16), _OUT, _IN, TensorSpec(_GI.shape, F16), 0, ""),
+    BadCase("bf16 NCDHW", TensorSpec(_GO.shape, BF16), _OUT, _IN, TensorSpec(_GI.shape, BF16), 0, ""),
+    BadCase("N=0", TensorSpec((0, 2, 6, 8, 10)), _OUT, (0, 2, 3, 4, 5), TensorSpec((0, 2, 3, 4, 5)), 0, ""),
+    BadCase("C=0", TensorSpec((2, 0, 6, 8, 10)), _OUT, (2, 0, 3, 4, 5), TensorSpec((2, 0, 3, 4, 5)), 0, ""),
+    BadCase("scales (2,2,1.5)", TensorSpec((2, 2, 4, 8, 12)), (4, 8, 12), (2, 2, 2, 4, 8),
+            TensorSpec((2, 2, 2, 4, 8)), 0, "", scales=(2.0, 2.0, 1.5)),
+    BadCase("NDHWC", TensorSpec((2, 2, 3, 4, 5), F32, NDHWC), (2, 3, 4), (2, 5, 4, 6, 8),
+            TensorSpec((2, 4, 6, 8, 5), F32, NDHWC), 0, ""),
+]

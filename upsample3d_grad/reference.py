@@ -1,0 +1,839 @@
+"""Pure-numpy reference of ``aclnnUpsampleNearestExact3dBackward``.
+
+The backward of 3-D nearest-exact upsampling sums, for every gradInput
+element, the gradOut elements that the forward copied from it.  Two index
+conventions are provided:
+
+``"cann"`` (default)
+    The float32 window law of the CANN kernel (cann-abi.md §5.2, §5.3, §6.5)::
+
+        s      = f32(scale_k)            if all three scales are given and > 0
+               = f32(O_k) / f32(I_k)     otherwise (for every dim)
+        lo(i)  = min(max(ceil(f32(f32(i) * s) - 0.5), 0), O_k)
+        gradInput[i] = sum(gradOut[o] for o in [lo(i), lo(i + 1)))
+
+``"torch_cpu"``
+    PyTorch CPU's scatter (cann-abi.md §6.1, §6.3): gradOut index ``o`` goes
+    to input index ``min(floor(f32(double(o + 0.5) * double(r))), I - 1)``
+    with ``r = f32(1.0 / scale)`` when that dim's scale is given and > 0
+    (decided per dim) and ``r = f32(I) / f32(O)`` otherwise.
+
+Both conventions are monotone maps, so both reduce to a table of window
+starts and share one summation engine.  Sums are accumulated in float32 and
+rounded once to the result dtype (float16 / bfloat16 included).
+
+The engine is separable (one pass per reduced dim) and picks, per dim, an
+identity copy, a pure scatter (every window holds at most one element), runs
+of equal-length windows summed as strided slices, or sliding-window sums
+followed by a gather.  Work is split into cache-sized chunks.  Only the window
+indices are exact; float32 summation order may differ between paths by a few
+ulps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "CONVENTIONS",
+    "LAYOUTS",
+    "SUPPORTED_DTYPES",
+    "convention_differences",
+    "mixed_scales",
+    "resolve_scales",
+    "tie_mismatches",
+    "upsample_nearest_exact3d",
+    "upsample_nearest_exact3d_backward",
+    "window_starts",
+]
+
+LAYOUTS: tuple[str, ...] = ("NCDHW", "NDHWC")
+"""Supported memory layouts (physical dim orders)."""
+
+CONVENTIONS: tuple[str, ...] = ("cann", "torch_cpu")
+"""Supported index conventions."""
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_F32 = np.dtype(np.float32)
+SUPPORTED_DTYPES: tuple[np.dtype, ...] = (_F32, np.dtype(np.float16), _BF16)
+"""dtypes accepted for gradOut (cann-abi.md §5.1 step 3.2)."""
+
+_DIM_NAMES = ("D", "H", "W")
+
+# --------------------------------------------------------------------------
+# Scalar helpers and validation
+# --------------------------------------------------------------------------
+
+
+def _given(scale: float | None) -> bool:
+    """True when a scale counts as supplied: not None and > 0 (NaN is not)."""
+    return scale is not None and scale > 0
+
+
+def _check_scale(name: str, scale: Any) -> float | None:
+    """Validate one scale argument and return it as a float (or None)."""
+    if scale is None:
+        return None
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a real number or None, got {scale!r}")
+    value = float(scale)
+    if value > 0:
+        with np.errstate(over="ignore"):
+            as_f32 = np.float32(value)
+        if not math.isfinite(value) or not np.isfinite(as_f32):
+            raise ValueError(f"{name} must be finite in float32 when > 0, got {scale!r}")
+    return value
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def _check_sizes(output_size: Any, input_size: Any) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int]]:
+    """Validate ``output_size`` (3 ints > 0) and ``input_size`` (N, C >= 0; D, H, W > 0)."""
+    if isinstance(output_size, (str, bytes)) or not isinstance(output_size, (Sequence, np.ndarray)):
+        raise ValueError(f"output_size must be a sequence of 3 integers, got {output_size!r}")
+    if len(output_size) != 3:
+        raise ValueError(f"output_size must have length 3 (oD, oH, oW), got length {len(output_size)}: {output_size!r}")
+    if isinstance(input_size, (str, bytes)) or not isinstance(input_size, (Sequence, np.ndarray)):
+        raise ValueError(f"input_size must be a sequence of 5 integers, got {input_size!r}")
+    if len(input_size) != 5:
+        raise ValueError(
+            f"input_size must have length 5 (N, C, iD, iH, iW), got length {len(input_size)}: {input_size!r}"
+        )
+    osz = tuple(_as_int(f"output_size[{k}]", v) for k, v in enumerate(output_size))
+    isz = tuple(_as_int(f"input_size[{k}]", v) for k, v in enumerate(input_size))
+    for k in range(3):
+        if osz[k] <= 0:
+            raise ValueError(f"output_size[{k}] ({_DIM_NAMES[k]}) must be > 0, got {osz[k]}")
+        if isz[k + 2] <= 0:
+            raise ValueError(f"input_size[{k + 2}] ({_DIM_NAMES[k]}) must be > 0, got {isz[k + 2]}")
+    for k in range(2):
+        if isz[k] < 0:
+            raise ValueError(f"input_size[{k}] ({'NC'[k]}) must be >= 0, got {isz[k]}")
+    return osz, isz  # type: ignore[return-value]
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def _check_array(name: str, arr: Any) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"{name} dtype must be one of float32, float16, bfloat16, got {arr.dtype}")
+    if arr.ndim != 5:
+        raise ValueError(f"{name} must be 5-D, got {arr.ndim}-D with shape {arr.shape}")
+    return arr
+
+
+def _phys(layout: str, n: int, c: int, d: int, h: int, w: int) -> tuple[int, int, int, int, int]:
+    return (n, c, d, h, w) if layout == "NCDHW" else (n, d, h, w, c)
+
+
+def _spatial_axes(layout: str) -> tuple[int, int, int]:
+    return (2, 3, 4) if layout == "NCDHW" else (1, 2, 3)
+
+
+# --------------------------------------------------------------------------
+# Index laws
+# --------------------------------------------------------------------------
+
+
+def mixed_scales(scales_d: float | None = None, scales_h: float | None = None, scales_w: float | None = None) -> bool:
+    """Tell whether only some of the three scales are supplied.
+
+    Parameters
+    ----------
+    scales_d, scales_h, scales_w : float or None
+        Forward scale factors; a scale counts as supplied when it is > 0.
+
+    Returns
+    -------
+    bool
+        True when at least one but not all scales are > 0.  CANN then falls
+        back to size ratios for every dim while PyTorch decides per dim
+        (cann-abi.md §5.2, §6.4), so the two conventions usually differ.
+    """
+    flags = [_given(s) for s in (scales_d, scales_h, scales_w)]
+    return any(flags) and not all(flags)
+
+
+def resolve_scales(
+    output_size: Sequence[int],
+    input_size: Sequence[int],
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> tuple[float, float, float]:
+    """Return the float32 factors ``s_k`` the CANN kernel uses (cann-abi.md §5.2).
+
+    Parameters
+    ----------
+    output_size : sequence of int
+        ``(oD, oH, oW)``, the gradOut spatial sizes.
+    input_size : sequence of int
+        ``(N, C, iD, iH, iW)``; a 3-sequence ``(iD, iH, iW)`` is accepted too.
+    scales_d, scales_h, scales_w : float or None
+        Forward scale factors (output/input).
+
+    Returns
+    -------
+    tuple of float
+        ``f32(scale_k)`` for every dim when all three scales are > 0,
+        otherwise ``f32(O_k) / f32(I_k)`` for every dim (float32 division).
+        The values are exactly representable float32 numbers.
+    """
+    if len(input_size) == 3:
+        input_size = (1, 1, *input_size)
+    osz, isz = _check_sizes(output_size, input_size)
+    scales = [_check_scale(f"scales_{n.lower()}", s) for n, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    if all(_given(s) for s in scales):
+        return tuple(float(np.float32(s)) for s in scales)  # type: ignore[return-value]
+    return tuple(float(np.float32(o) / np.float32(i)) for o, i in zip(osz, isz[2:]))  # type: ignore[return-value]
+
+
+def _cann_lo(in_size: int, out_size: int, s: np.float32) -> np.ndarray:
+    """CANN window starts ``lo(0..in_size)`` for the float32 factor ``s``."""
+    i = np.arange(in_size + 1, dtype=np.int64).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = i * np.float32(s)  # one float32 rounding (Muls)
+        q = p - np.float32(0.5)  # second float32 rounding (Adds)
+        c = np.ceil(q)
+    c = np.clip(c, 0, out_size)  # max(., 0) then min(., O); inf -> O
+    return c.astype(np.int64)
+
+
+def _torch_r(in_size: int, out_size: int, scale: float | None) -> np.float32:
+    """PyTorch CPU's float32 inverse factor ``compute_scales_value<float>`` (cann-abi.md §6.1)."""
+    with np.errstate(over="ignore", divide="ignore"):
+        if _given(scale):
+            return np.float32(1.0 / float(scale))  # reciprocal in double, rounded to float
+        return np.float32(in_size) / np.float32(out_size)
+
+
+def _torch_idx(in_size: int, out_size: int, scale: float | None) -> np.ndarray:
+    """PyTorch CPU's input index of every output index (length ``out_size``)."""
+    r = _torch_r(in_size, out_size, scale)
+    v = (np.arange(out_size, dtype=np.float64) + 0.5) * np.float64(r)  # double product
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = np.floor(v.astype(np.float32))  # implicit float conversion, then floorf
+    f = np.minimum(f, in_size - 1)
+    return f.astype(np.int64)
+
+
+def _torch_lo(in_size: int, out_size: int, scale: float | None) -> np.ndarray:
+    """Window starts equivalent to PyTorch CPU's (monotone) scatter map."""
+    idx = _torch_idx(in_size, out_size, scale)
+    return np.searchsorted(idx, np.arange(in_size + 1), side="left").astype(np.int64)
+
+
+def _owner(lo: np.ndarray, out_size: int) -> np.ndarray:
+    """Input index owning every output index under window table ``lo`` (-1 if none)."""
+    owner = np.full(out_size, -1, dtype=np.int64)
+    counts = np.diff(lo)
+    owner[lo[0] : lo[-1]] = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    return owner
+
+
+def _check_1d(in_size: Any, out_size: Any, scale: Any) -> tuple[int, int, float | None]:
+    i = _as_int("in_size", in_size)
+    o = _as_int("out_size", out_size)
+    if i <= 0:
+        raise ValueError(f"in_size must be > 0, got {i}")
+    if o <= 0:
+        raise ValueError(f"out_size must be > 0, got {o}")
+    return i, o, _check_scale("scale", scale)
+
+
+def window_starts(in_size: int, out_size: int, scale: float | None = None, *, convention: str = "cann") -> np.ndarray:
+    """Index table of one dim.
+
+    Parameters
+    ----------
+    in_size : int
+        gradInput size ``I`` of the dim (forward input).
+    out_size : int
+        gradOut size ``O`` of the dim (forward output).
+    scale : float or None
+        Forward scale of the dim; used when > 0.  For ``"cann"`` this is the
+        dim's already-resolved scale: in 3-D, CANN only uses user scales when
+        all three are > 0 (see :func:`resolve_scales`).
+    convention : {"cann", "torch_cpu"}
+        Index law.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        ``"cann"``: ``lo(0..I)`` (length ``I + 1``); window ``i`` is
+        ``[lo(i), lo(i + 1))``.  ``"torch_cpu"``: the input index of every
+        output index (length ``O``).
+    """
+    convention = _check_choice("convention", convention, CONVENTIONS)
+    i, o, s = _check_1d(in_size, out_size, scale)
+    if convention == "cann":
+        sf = np.float32(s) if _given(s) else np.float32(o) / np.float32(i)
+        return _cann_lo(i, o, sf)
+    return _torch_idx(i, o, s)
+
+
+def _mismatches(i: int, o: int, cann_scale: float | None, torch_scale: float | None) -> list[tuple[int, int, int]]:
+    sf = np.float32(cann_scale) if _given(cann_scale) else np.float32(o) / np.float32(i)
+    cann = _owner(_cann_lo(i, o, sf), o)
+    torch = _torch_idx(i, o, torch_scale)
+    diff = np.nonzero(cann != torch)[0]
+    return [(int(k), int(cann[k]), int(torch[k])) for k in diff]
+
+
+def tie_mismatches(in_size: int, out_size: int, scale: float | None = None) -> list[tuple[int, int, int]]:
+    """Output indices that the two conventions send to different inputs (one dim).
+
+    Parameters
+    ----------
+    in_size, out_size : int
+        ``I`` and ``O`` of the dim.
+    scale : float or None
+        Forward scale of the dim, used by both conventions when > 0.
+
+    Returns
+    -------
+    list of tuple of int
+        ``(o, cann_input_index, torch_input_index)`` sorted by ``o``.  The CANN
+        index is -1 when ``o`` lies in no CANN window (only possible with a
+        user scale below ``O / I``).
+    """
+    i, o, s = _check_1d(in_size, out_size, scale)
+    return _mismatches(i, o, s, s)
+
+
+def convention_differences(
+    output_size: Sequence[int],
+    input_size: Sequence[int],
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> dict[str, list[tuple[int, int, int]]]:
+    """Per-dim differences between the ``"cann"`` and ``"torch_cpu"`` conventions in 3-D.
+
+    Unlike :func:`tie_mismatches`, this applies CANN's all-or-none scale rule
+    while PyTorch decides per dim, so mixed scales show up here.
+
+    Parameters
+    ----------
+    output_size : sequence of int
+        ``(oD, oH, oW)``.
+    input_size : sequence of int
+        ``(N, C, iD, iH, iW)``.
+    scales_d, scales_h, scales_w : float or None
+        Forward scale factors.
+
+    Returns
+    -------
+    dict
+        Keys ``"D"``, ``"H"``, ``"W"``; values as in :func:`tie_mismatches`.
+    """
+    osz, isz = _check_sizes(output_size, input_size)
+    raw = [_check_scale(f"scales_{n.lower()}", s) for n, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    cann = resolve_scales(osz, isz, *raw)
+    return {
+        name: _mismatches(isz[k + 2], osz[k], cann[k], raw[k]) for k, name in enumerate(_DIM_NAMES)
+    }
+
+
+def _lo_tables(
+    osz: tuple[int, ...], isz: tuple[int, ...], scales: list[float | None], convention: str
+) -> list[np.ndarray]:
+    if convention == "cann":
+        use = all(_given(s) for s in scales)
+        tables = []
+        for k in range(3):
+            i, o = isz[k + 2], osz[k]
+            sf = np.float32(scales[k]) if use else np.float32(o) / np.float32(i)
+            tables.append(_cann_lo(i, o, sf))
+        return tables
+    return [_torch_lo(isz[k + 2], osz[k], scales[k]) for k in range(3)]
+
+
+# --------------------------------------------------------------------------
+# Forward (used for the adjoint identity)
+# --------------------------------------------------------------------------
+
+
+def upsample_nearest_exact3d(
+    x: np.ndarray,
+    output_size: Sequence[int],
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+    *,
+    layout: str = "NCDHW",
+    convention: str = "cann",
+) -> np.ndarray:
+    """Forward nearest-exact 3-D resampling under the chosen index convention.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Input, float32/float16/bfloat16; shape ``(N, C, iD, iH, iW)`` for
+        ``"NCDHW"`` or ``(N, iD, iH, iW, C)`` for ``"NDHWC"``.
+    output_size : sequence of int
+        ``(oD, oH, oW)``.
+    scales_d, scales_h, scales_w : float or None
+        Forward scale factors, interpreted as by the backward.
+    layout : {"NCDHW", "NDHWC"}
+        Physical dim order of ``x`` and of the result.
+    convention : {"cann", "torch_cpu"}
+        ``"cann"``: output ``o`` takes the input whose CANN window contains it
+        (0 when no window does).  ``"torch_cpu"``: PyTorch CPU's index map.
+
+    Returns
+    -------
+    numpy.ndarray
+        The resampled array, same dtype and layout as ``x``.  It is the
+        adjoint of :func:`upsample_nearest_exact3d_backward`.
+    """
+    layout = _check_choice("layout", layout, LAYOUTS)
+    convention = _check_choice("convention", convention, CONVENTIONS)
+    x = _check_array("x", x)
+    if layout == "NCDHW":
+        n, c, d, h, w = x.shape
+    else:
+        n, d, h, w, c = x.shape
+    osz, isz = _check_sizes(output_size, (n, c, d, h, w))
+    scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    y = x
+    for k, ax in enumerate(_spatial_axes(layout)):
+        if convention == "cann":
+            src = _owner(_lo_tables(osz, isz, scales, "cann")[k], osz[k])
+        else:
+            src = _torch_idx(isz[k + 2], osz[k], scales[k])
+        y = np.take(y, np.maximum(src, 0), axis=ax)
+        missing = np.nonzero(src < 0)[0]
+        if missing.size:
+            sel = [slice(None)] * 5
+            sel[ax] = missing
+            y[tuple(sel)] = 0
+    return np.ascontiguousarray(y)
+
+
+# --------------------------------------------------------------------------
+# Backward engine
+# --------------------------------------------------------------------------
+
+# Cost model constants (seconds), measured roughly on a 2-core x86 box.
+_T_CALL = 2.5e-6  # one numpy call from Python
+_T_CONTIG = 0.15e-9  # per element, contiguous add (in cache)
+_T_STRIDED = 0.45e-9  # per element, strided add with small inner slabs
+_T_GATHER_SMALL = 1.0e-9  # per gathered element, inner slab < _SLAB
+_T_GATHER_BIG = 0.25e-9  # per gathered element, inner slab >= _SLAB
+_SLAB = 16  # inner slab (elements) from which a dim counts as "outer"
+_CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
+_BIG_RUN = 8  # window length from which a run is summed with one reduce call
+
+
+def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
+    t: list[Any] = [slice(None)] * ndim
+    t[axis] = s
+    return tuple(t)
+
+
+def _as_index(values: np.ndarray) -> slice | np.ndarray:
+    """A slice when ``values`` is an arithmetic progression with step >= 1, else the array."""
+    n = len(values)
+    if n == 0:
+        return slice(0, 0)
+    if n == 1:
+        return slice(int(values[0]), int(values[0]) + 1)
+    step = int(values[1] - values[0])
+    if step >= 1 and np.all(np.diff(values) == step):
+        start = int(values[0])
+        return slice(start, start + step * (n - 1) + 1, step)
+    return values
+
+
+def _runs(lo: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Maximal runs of equal-length windows: ``(i0, i1, length, lo[i0])``."""
+    lens = np.diff(lo)
+    if len(lens) == 0:
+        return []
+    cut = np.flatnonzero(lens[1:] != lens[:-1]) + 1
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [len(lens)]))
+    return [(int(a), int(b), int(lens[a]), int(lo[a])) for a, b in zip(starts, ends)]
+
+
+def _classify(lo: np.ndarray, out_size: int) -> str:
+    lens = np.diff(lo)
+    if len(lens) == out_size and lo[0] == 0 and np.all(lens == 1):
+        return "identity"
+    if lens.max(initial=0) <= 1:
+        return "scatter"
+    return "reduce"
+
+
+def _run_calls(runs: list[tuple[int, int, int, int]]) -> int:
+    calls = 0
+    for _, _, ell, _ in runs:
+        calls += 1 if (ell <= 2 or ell >= _BIG_RUN) else ell - 1
+    return calls
+
+
+def _slide_plan(lo: np.ndarray) -> tuple[list[int], dict[int, np.ndarray]]:
+    """Sliding widths to build and the window indices of every length class."""
+    lens = np.diff(lo)
+    classes = {int(ell): np.flatnonzero(lens == ell) for ell in np.unique(lens)}
+    widths: set[int] = set()
+
+    def need(w: int) -> None:
+        if w <= 1 or w in widths:
+            return
+        need(w // 2 if w % 2 == 0 else w - 1)
+        widths.add(w)
+
+    for ell in classes:
+        need(ell)
+    return sorted(widths), classes
+
+
+class _TableInfo:
+    """Facts about one window table that the cost model and the passes need."""
+
+    __slots__ = ("lo", "runs", "run_calls", "widths", "classes")
+
+    def __init__(self, lo: np.ndarray) -> None:
+        self.lo = lo
+        self.runs = _runs(lo)
+        self.run_calls = _run_calls(self.runs)
+        self.widths, classes = _slide_plan(lo)
+        # (length, destination index, source index, covers every window) per length class
+        self.classes = [(ell, _as_index(w), _as_index(lo[w]), len(w) == len(lo) - 1) for ell, w in classes.items()]
+
+    def cost(self, n_in: int, n_out: int, inner: int) -> tuple[str, float, int]:
+        """Choose 'runs' or 'slide' for a pass; return (method, seconds, numpy calls)."""
+        t_elem = _T_CONTIG if inner >= _SLAB else _T_STRIDED
+        t_runs = self.run_calls * _T_CALL + n_in * t_elem
+        t_g = _T_GATHER_BIG if inner >= _SLAB else _T_GATHER_SMALL
+        sc = len(self.widths) + 2 * len(self.classes)
+        t_slide = sc * _T_CALL + len(self.widths) * n_in * _T_CONTIG + n_out * t_g * 2
+        if t_runs <= t_slide:
+            return "runs", t_runs, self.run_calls
+        return "slide", t_slide, sc
+
+
+class _AxisOp:
+    """One reduce pass along ``axis`` with window table ``lo`` and a fixed method."""
+
+    __slots__ = ("axis", "lo", "method", "runs", "widths", "classes")
+
+    def __init__(self, axis: int, info: _TableInfo, method: str) -> None:
+        self.axis = axis
+        self.lo = info.lo
+        self.method = method
+        self.runs = info.runs
+        self.widths = info.widths
+        self.classes = info.classes
+
+    def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
+        if self.method == "runs":
+            self._runs(x, out)
+        else:
+            self._slide(x, out)
+
+    def _runs(self, x: np.ndarray, out: np.ndarray) -> None:
+        """out[.., i, ..] = sum of x over window i, one strided sum per run of equal windows."""
+        axis = self.axis
+        for i0, i1, ell, a in self.runs:
+            n = i1 - i0
+            dst = out[_idx(axis, slice(i0, i1))]
+            if ell == 0:
+                dst.fill(0)
+            elif ell == 1:
+                np.copyto(dst, x[_idx(axis, slice(a, a + n))], casting="unsafe")
+            elif ell < _BIG_RUN:
+                stop = a + n * ell
+                np.add(
+                    x[_idx(axis, slice(a, stop, ell))],
+                    x[_idx(axis, slice(a + 1, stop, ell))],
+                    out=dst,
+                    dtype=np.float32,
+                )
+                for t in range(2, ell):
+                    np.add(dst, x[_idx(axis, slice(a + t, stop, ell))], out=dst, dtype=np.float32)
+            else:
+                seg = x[_idx(axis, slice(a, a + n * ell))]
+                shape = seg.shape[:axis] + (n, ell) + seg.shape[axis + 1 :]
+                st = seg.strides
+                strides = st[:axis] + (st[axis] * ell, st[axis]) + st[axis + 1 :]
+                view = np.lib.stride_tricks.as_strided(seg, shape=shape, strides=strides, writeable=False)
+                np.add.reduce(view, axis=axis + 1, dtype=np.float32, out=dst)
+
+    def _slide(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Window sums from sliding sums of every needed width, one gather per length class."""
+        axis = self.axis
+        size = x.shape[axis]
+        slides: dict[int, np.ndarray] = {1: x}
+        for w in self.widths:
+            if w % 2 == 0:
+                h = w // 2
+                base = slides[h]
+                slides[w] = np.add(
+                    base[_idx(axis, slice(0, size - w + 1))],
+                    base[_idx(axis, slice(h, size - h + 1))],
+                    dtype=np.float32,
+                )
+            else:
+                slides[w] = np.add(
+                    slides[w - 1][_idx(axis, slice(0, size - w + 1))],
+                    x[_idx(axis, slice(w - 1, size))],
+                    dtype=np.float32,
+                )
+        for ell, dst_i, src_i, whole in self.classes:
+            if ell == 0:
+                out[_idx(axis, dst_i)] = 0
+                continue
+            src = slides[ell]
+            if isinstance(src_i, slice):
+                np.copyto(out[_idx(axis, dst_i)], src[_idx(axis, src_i)], casting="unsafe")
+            elif whole and src.dtype == out.dtype:
+                np.take(src, src_i, axis=axis, out=out, mode="clip")
+            else:
+                out[_idx(axis, dst_i)] = np.take(src, src_i, axis=axis, mode="clip")
+
+
+def _expand(x: np.ndarray, plans: list[tuple[int, np.ndarray]], out: np.ndarray) -> None:
+    """Scatter pass: every listed axis has windows of at most one element."""
+    out.fill(0)
+    dst: list[Any] = [slice(None)] * 5
+    src: list[Any] = [slice(None)] * 5
+    for axis, lo in plans:
+        wins = np.flatnonzero(np.diff(lo) == 1)
+        dst[axis] = _as_index(wins)
+        src[axis] = _as_index(lo[wins])
+    n_dst = sum(isinstance(v, np.ndarray) for v in dst)
+    n_src = sum(isinstance(v, np.ndarray) for v in src)
+    if n_dst <= 1 and n_src <= 1:
+        out[tuple(dst)] = x[tuple(src)]
+        return
+    dst_a = [np.arange(out.shape[k])[v] if not isinstance(v, np.ndarray) else v for k, v in enumerate(dst)]
+    src_a = [np.arange(x.shape[k])[v] if not isinstance(v, np.ndarray) else v for k, v in enumerate(src)]
+    out[np.ix_(*dst_a)] = x[np.ix_(*src_a)]
+
+
+class _Plan:
+    """Per-call plan: dim kinds, order and methods of the reduce passes."""
+
+    def __init__(self, shape_in: tuple[int, ...], layout: str, tables: list[np.ndarray], osz: tuple[int, ...]) -> None:
+        self.layout = layout
+        self.axes = _spatial_axes(layout)
+        self.tables = tables
+        self.kinds = [_classify(tables[k], osz[k]) for k in range(3)]
+        self.infos = [_TableInfo(t) if kind == "reduce" else None for t, kind in zip(tables, self.kinds)]
+        self.shape_in = shape_in
+        red = [k for k in range(3) if self.kinds[k] == "reduce"]
+        self.scatter = [k for k in range(3) if self.kinds[k] == "scatter"]
+        best: tuple[float, tuple[int, ...], int, list[str]] | None = None
+        for order in itertools.permutations(red):
+            cost, calls, methods = self._cost(order)
+            if best is None or cost < best[0]:
+                best = (cost, order, calls, methods)
+        assert best is not None
+        self.est, self.order, calls, self.methods = best
+        self.calls = calls + (2 if self.scatter else 0)
+
+    def _cost(self, order: tuple[int, ...]) -> tuple[float, int, list[str]]:
+        shape = list(self.shape_in)
+        total, calls, methods = 0.0, 0, []
+        for k in order:
+            ax = self.axes[k]
+            out_shape = list(shape)
+            out_shape[ax] = len(self.tables[k]) - 1
+            inner = math.prod(shape[ax + 1 :])
+            m, t, c = self.infos[k].cost(math.prod(shape), math.prod(out_shape), inner)
+            total += t
+            calls += c
+            methods.append(m)
+            shape = out_shape
+        return total, calls, methods
+
+    def ops(self, d_table: np.ndarray | None = None) -> list[_AxisOp]:
+        """Reduce passes in order; ``d_table`` replaces the D table (D-blocked chunks)."""
+        res = []
+        for k, m in zip(self.order, self.methods):
+            info = _TableInfo(d_table) if (k == 0 and d_table is not None) else self.infos[k]
+            res.append(_AxisOp(self.axes[k], info, m))
+        return res
+
+
+def _backward_chunk(g: np.ndarray, plan: _Plan, ops: list[_AxisOp], d_table: np.ndarray, res: np.ndarray) -> None:
+    """Compute one chunk: ``g`` is the gradOut chunk, ``res`` the matching gradInput chunk."""
+    x = g
+    final_direct = not plan.scatter and res.dtype == _F32
+    for j, op in enumerate(ops):
+        shape = list(x.shape)
+        shape[op.axis] = len(op.lo) - 1
+        if j == len(ops) - 1 and final_direct:
+            dst = res
+        else:
+            dst = np.empty(shape, dtype=np.float32)
+        op(x, dst)
+        x = dst
+    if plan.scatter:
+        tabs = [d_table if k == 0 else plan.tables[k] for k in plan.scatter]
+        _expand(x, [(plan.axes[k], t) for k, t in zip(plan.scatter, tabs)], res)
+    elif x is not res:
+        np.copyto(res, x, casting="unsafe")
+
+
+def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray) -> None:
+    if g.size == 0 or res.size == 0:
+        return
+    if not plan.order and not plan.scatter:  # identity in every dim
+        np.copyto(res, g, casting="unsafe")
+        return
+    lo_d = plan.tables[0]
+    if not plan.order:  # pure scatter: one pass, nothing to accumulate
+        _backward_chunk(g, plan, [], lo_d, res)
+        return
+    layout = plan.layout
+    batch_axes = (0, 1) if layout == "NCDHW" else (0,)
+    n_units = math.prod(g.shape[a] for a in batch_axes)
+    # Chunk count: about _CHUNK_ELEMS gradOut elements per chunk, unless the
+    # Python overhead of the numpy calls of each chunk would dominate.
+    want = max(1, g.size // _CHUNK_ELEMS)
+    budget = max(1, int(0.15 * max(plan.est, g.size * 0.2e-9) / max(plan.calls * _T_CALL, 1e-9)))
+    n_chunks = min(want, budget)
+    if n_chunks <= 1:
+        _backward_chunk(g, plan, plan.ops(), lo_d, res)
+        return
+    d_ax = plan.axes[0]
+    i_d = len(lo_d) - 1
+    units_per_chunk = max(1, n_units // n_chunks)
+    d_blocks = min(i_d, -(-n_chunks // n_units)) if n_chunks > n_units else 1
+    edges = [round(b * i_d / d_blocks) for b in range(d_blocks + 1)]
+    blocks = []  # (gradOut D slice, gradInput D slice, local D table, ops)
+    for b in range(d_blocks):
+        i0, i1 = edges[b], edges[b + 1]
+        if i1 <= i0:
+            continue
+        if d_blocks == 1:
+            blocks.append((slice(None), slice(None), lo_d, plan.ops()))
+            continue
+        o0, o1 = int(lo_d[i0]), int(lo_d[i1])
+        local = lo_d[i0 : i1 + 1] - o0
+        blocks.append((slice(o0, o1), slice(i0, i1), local, plan.ops(local)))
+    if layout == "NDHWC":
+        n = g.shape[0]
+        bsl = [(slice(a, min(a + units_per_chunk, n)),) for a in range(0, n, units_per_chunk)]
+    else:
+        n, c = g.shape[0], g.shape[1]
+        if units_per_chunk >= c:
+            step = units_per_chunk // c
+            bsl = [(slice(a, min(a + step, n)), slice(None)) for a in range(0, n, step)]
+        else:
+            bsl = [
+                (slice(a, a + 1), slice(b, min(b + units_per_chunk, c)))
+                for a in range(n)
+                for b in range(0, c, units_per_chunk)
+            ]
+    for bs in bsl:
+        for gd, rd, local, ops in blocks:
+            gi: list[Any] = list(bs) + [slice(None)] * (5 - len(bs))
+            ri: list[Any] = list(gi)
+            gi[d_ax] = gd
+            ri[d_ax] = rd
+            _backward_chunk(g[tuple(gi)], plan, ops, local, res[tuple(ri)])
+
+
+def upsample_nearest_exact3d_backward(
+    grad_output: np.ndarray,
+    output_size: Sequence[int],
+    input_size: Sequence[int],
+    scales_d: float | None = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+    *,
+    layout: str = "NCDHW",
+    convention: str = "cann",
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Reference gradient of 3-D nearest-exact upsampling.
+
+    Parameters
+    ----------
+    grad_output : numpy.ndarray
+        gradOut, float32/float16/bfloat16 (``ml_dtypes.bfloat16``), any
+        strides.  Shape ``(N, C, oD, oH, oW)`` for ``"NCDHW"`` or the
+        physical ``(N, oD, oH, oW, C)`` for ``"NDHWC"``.
+    output_size : sequence of int
+        ``(oD, oH, oW)``.
+    input_size : sequence of int
+        ``(N, C, iD, iH, iW)`` whatever the layout (cann-abi.md §5.6).
+    scales_d, scales_h, scales_w : float or None
+        Forward scale factors (output/input); a scale is used when > 0.
+    layout : {"NCDHW", "NDHWC"}
+        Physical dim order of ``grad_output`` and of the result.
+    convention : {"cann", "torch_cpu"}
+        ``"cann"``: the CANN kernel's float32 windows, where user scales only
+        count when all three are > 0.  ``"torch_cpu"``: PyTorch CPU's scatter
+        map, scales decided per dim.
+    out : numpy.ndarray, optional
+        Preallocated result (right shape and dtype, no overlap with
+        ``grad_output``); written in place and returned.
+
+    Returns
+    -------
+    numpy.ndarray
+        gradInput, dtype of ``grad_output``: ``(N, C, iD, iH, iW)`` or, for
+        ``"NDHWC"``, ``(N, iD, iH, iW, C)``.  Sums are accumulated in float32
+        and rounded once.
+
+    Raises
+    ------
+    ValueError
+        On a bad rank, size list, shape mismatch, dtype, layout, convention,
+        scale or ``out`` array.
+    """
+    layout = _check_choice("layout", layout, LAYOUTS)
+    convention = _check_choice("convention", convention, CONVENTIONS)
+    g = _check_array("grad_output", grad_output)
+    osz, isz = _check_sizes(output_size, input_size)
+    scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    n, c = isz[0], isz[1]
+    expect_in = _phys(layout, n, c, *osz)
+    if g.shape != expect_in:
+        raise ValueError(
+            f"grad_output shape must be {expect_in} ({layout} from input_size N, C and output_size), got {g.shape}"
+        )
+    expect_out = _phys(layout, n, c, *isz[2:])
+    if out is None:
+        res = np.empty(expect_out, dtype=g.dtype)
+    else:
+        if not isinstance(out, np.ndarray):
+            raise ValueError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+        if out.shape != expect_out:
+            raise ValueError(f"out shape must be {expect_out} ({layout}), got {out.shape}")
+        if out.dtype != g.dtype:
+            raise ValueError(f"out dtype must equal grad_output dtype {g.dtype}, got {out.dtype}")
+        if not out.flags.writeable:
+            raise ValueError("out must be writeable")
+        if np.may_share_memory(out, g):
+            raise ValueError("out must not overlap grad_output in memory")
+        res = out
+    tables = _lo_tables(osz, isz, scales, convention)
+    plan = _Plan(g.shape, layout, tables, osz)
+    _run_backward(g, plan, res)
+    return res

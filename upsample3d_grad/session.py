@@ -1,0 +1,400 @@
+"""The Session: a device, its stream, a reusable workspace, and the tensors it creates.
+
+>>> import numpy as np
+>>> from upsample3d_grad import Session
+>>> g = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+>>> with Session(0) as s:
+...     s.backward(g, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist()
+[36.0, 100.0, 164.0, 228.0]
+
+Arrays go up with :meth:`Session.upload` (numpy strides and offset become the
+aclTensor's strides and offset; nothing is copied on the host) and come back with
+:meth:`DeviceArray.download`.  :meth:`Session.backward` is the one-call form: numpy
+(or device arrays) in, numpy (or a device array) out.
+
+Every public method makes the session's context current on the calling thread,
+so a session made on one thread works on another.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from acl_bindings import (
+    ClosedError,
+    Device,
+    DeviceBuffer,
+    Event,
+    Format,
+    IntArray,
+    Stream,
+    Tensor,
+    Workspace,
+    dtype_to_acl,
+    host_span,
+    load_backend,
+)
+
+from . import checks
+from ._api import OP
+
+__all__ = ["Session", "DeviceArray"]
+
+_ALIGN = 64
+
+
+def _positive_strides(array: np.ndarray, param: str) -> tuple[int, ...]:
+    if any(s < 0 for s in array.strides):
+        raise checks.AclnnParamError(161002, checks.PHASE1,
+                                     f"{param}: negative strides {array.strides} are not supported; "
+                                     "pass np.ascontiguousarray(...)")
+    if any(s % array.itemsize for s in array.strides):
+        raise checks.AclnnParamError(161002, checks.PHASE1,
+                                     f"{param}: strides {array.strides} are not multiples of the item size "
+                                     f"{array.itemsize}")
+    return tuple(s // array.itemsize for s in array.strides)
+
+
+class DeviceArray:
+    """An array in device memory: a :class:`~acl_bindings.DeviceBuffer` plus its aclTensor.
+
+    Attributes
+    ----------
+    shape, dtype, layout:
+        Physical shape (``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC), numpy dtype, layout.
+    strides, offset:
+        Element strides and element offset of the view inside :attr:`buffer`.
+    tensor:
+        The :class:`~acl_bindings.Tensor` (aclTensor) describing it.
+    """
+
+    def __init__(self, session: Session, buffer: DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype,
+                 layout: str, strides: tuple[int, ...], offset: int) -> None:
+        self.session = session
+        self.buffer = buffer
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+        self.layout = layout
+        self.strides = strides
+        self.offset = offset
+        self.tensor = Tensor(shape, self.dtype, buffer, strides=strides, offset=offset,
+                             format=checks.layout_format(layout), storage_dims=None)
+
+    @property
+    def closed(self) -> bool:
+        """True once released."""
+        return self.buffer.closed
+
+    def spec(self) -> checks.TensorSpec:
+        """What phase 1 sees of this array."""
+        return checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)), int(checks.layout_format(self.layout)))
+
+    def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Synchronise the session's stream and copy to host (a new array, or *out* of the same layout)."""
+        self._check_open()
+        self.session._sync()
+        if out is None:
+            if self.offset == 0 and self.strides == _contiguous(self.shape):
+                out = np.empty(self.shape, self.dtype)
+                return self.buffer.download(out)
+            raw = np.empty(self.buffer.nbytes // self.dtype.itemsize, self.dtype)
+            self.buffer.download(raw[: self.buffer.nbytes // self.dtype.itemsize])
+            view = np.lib.stride_tricks.as_strided(
+                raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides))
+            return np.array(view)
+        if out.shape != self.shape or out.dtype != self.dtype:
+            raise ValueError(f"out: expected shape {self.shape} dtype {self.dtype}, got {out.shape} {out.dtype}")
+        self.buffer.download(np.lib.stride_tricks.as_strided(out, (host_span(out)[1] // self.dtype.itemsize,),
+                                                             (self.dtype.itemsize,)), self.offset * self.dtype.itemsize)
+        return out
+
+    def close(self) -> None:
+        """Release the aclTensor, then the device memory (after the stream finished with it)."""
+        if self.buffer.closed:
+            return
+        self.tensor.close()
+        if not self.session.closed:
+            self.session._sync_if_pending()
+        self.buffer.close()
+
+    def _check_open(self) -> None:
+        if self.buffer.closed:
+            raise ClosedError("this device array is closed")
+
+    def __enter__(self) -> DeviceArray:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<DeviceArray shape={self.shape} dtype={self.dtype} layout={self.layout} "
+                f"strides={self.strides} offset={self.offset}{' closed' if self.closed else ''}>")
+
+
+def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
+    from acl_bindings import contiguous_strides
+
+    return contiguous_strides(shape)
+
+
+ArrayLike = Union[np.ndarray, DeviceArray]
+
+
+class Session:
+    """Owns a device (by id), one stream on it, a reusable workspace and the arrays it uploads.
+
+    Parameters
+    ----------
+    device_id:
+        The device to use (``aclrtSetDevice``).
+
+    A context manager: ``close()`` releases everything it created, in reverse order,
+    after the stream has finished.  ``repr()`` names the backend (real CANN or the
+    simulator).
+    """
+
+    def __init__(self, device_id: int = 0) -> None:
+        self._closed = True
+        self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
+        self._lock = threading.RLock()
+        self._pending = False
+        self.backend = load_backend()
+        self.device = Device(device_id)
+        try:
+            self.stream = Stream(self.device)
+            self.workspace = Workspace(self.device, self.stream)
+        except BaseException:
+            self.device.close()
+            raise
+        self._closed = False
+        self.calls = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("this Session is closed")
+        self.device.activate()
+
+    def close(self) -> None:
+        """Synchronise, then release arrays, workspace, stream and device.  Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            errors: list[BaseException] = []
+            try:
+                self.device.activate()
+                self.stream.synchronize()
+            except Exception as exc:  # keep releasing: a failed sync must not leak the rest
+                errors.append(exc)
+            self._pending = False
+            for arr in list(self._arrays):
+                try:
+                    arr.close()
+                except Exception as exc:
+                    errors.append(exc)
+            self._closed = True
+            for release in (self.workspace.release, self.stream.close, self.device.close):
+                try:
+                    release()
+                except Exception as exc:
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kind = "simulator" if self.backend.is_simulator else "CANN"
+        state = "closed" if self._closed else "open"
+        return f"<Session device={self.device.id} backend={self.backend.kind} ({kind}) {state}>"
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on the session's stream."""
+        self._check_open()
+        self._sync()
+
+    def _sync(self) -> None:
+        self.stream.synchronize()
+        self._pending = False
+
+    def _sync_if_pending(self) -> None:
+        if self._pending:
+            self.device.activate()
+            self._sync()
+
+    # ------------------------------------------------------------------ arrays
+    def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
+        """Copy *array* to the device, keeping its strides (no host copy).
+
+        The bytes from the first to the last element go up as they are; the
+        aclTensor gets the numpy strides (in elements) and an element offset that
+        keeps the device address 64-byte aligned like the host's sub-alignment.
+        """
+        self._check_open()
+        if not isinstance(array, np.ndarray):
+            raise checks.AclnnParamError(161002, checks.PHASE1,
+                                         f"{param}: expected a numpy array, got {type(array).__name__}")
+        checks.layout_format(layout)
+        strides = _positive_strides(array, param)
+        addr, nbytes = host_span(array)
+        item = array.itemsize
+        lead = (addr % _ALIGN) if addr % item == 0 else 0
+        if addr % item:
+            raise checks.AclnnParamError(161002, checks.PHASE1,
+                                         f"{param}: data address {addr:#x} is not aligned to its item size {item}")
+        total = max(lead + nbytes, item)
+        buf = DeviceBuffer(self.device, total)
+        try:
+            if nbytes:
+                staging = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_char * (lead + nbytes)).from_address(addr - lead))
+                buf.upload(staging.view(np.uint8))
+            arr = DeviceArray(self, buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides,
+                              lead // item)
+        except BaseException:
+            buf.close()
+            raise
+        self._arrays.add(arr)
+        return arr
+
+    def empty(self, shape: Sequence[int], dtype: Any = np.float32, layout: str = "NCDHW") -> DeviceArray:
+        """A contiguous, uninitialised device array."""
+        self._check_open()
+        shape = tuple(int(n) for n in shape)
+        dt = np.dtype(dtype)
+        dtype_to_acl(dt)
+        nbytes = max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, dt.itemsize)
+        buf = DeviceBuffer(self.device, nbytes)
+        try:
+            arr = DeviceArray(self, buf, shape, dt, layout, _contiguous(shape), 0)
+        except BaseException:
+            buf.close()
+            raise
+        self._arrays.add(arr)
+        return arr
+
+    # ------------------------------------------------------------------ the operator
+    def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
+                 scales_d: Optional[float] = None, scales_h: Optional[float] = None,
+                 scales_w: Optional[float] = None, *, layout: str = "NCDHW",
+                 out: Optional[ArrayLike] = None, strict: bool = True) -> ArrayLike:
+        """gradInput of nearest-exact 3-D upsampling (``aclnnUpsampleNearestExact3dBackward``).
+
+        Parameters
+        ----------
+        grad_output:
+            numpy array (float32, float16, bfloat16) or :class:`DeviceArray`; ``[N,C,oD,oH,oW]``
+            for NCDHW, ``[N,oD,oH,oW,C]`` for NDHWC.  Any positive strides.
+        output_size, input_size:
+            ``(oD, oH, oW)`` and ``(N, C, iD, iH, iW)`` (always NCDHW order).
+        scales_d, scales_h, scales_w:
+            Forward scale factors; CANN uses them only when all three are > 0.
+        layout:
+            ``"NCDHW"`` or ``"NDHWC"``.
+        out:
+            Preallocated result (numpy or :class:`DeviceArray`), written and returned.
+        strict:
+            Enforce the documented limits CANN leaves unchecked (see :mod:`upsample3d_grad.checks`).
+
+        Returns
+        -------
+        numpy array when *grad_output* is numpy (after a stream sync), else a :class:`DeviceArray`.
+        """
+        with self._lock:
+            self._check_open()
+            go_spec = grad_output.spec() if isinstance(grad_output, DeviceArray) else checks.spec_of(
+                grad_output, layout, "gradOut")
+            if go_spec is None:
+                raise checks.AclnnParamError(161001, checks.PHASE1, "gradOut (grad_output): expected a value but "
+                                                                    "got None (a null pointer)")
+            in_shape = self._result_shape(input_size, layout)
+            if out is None:
+                gi_spec = checks.TensorSpec(in_shape, go_spec.dtype, go_spec.format)
+            elif isinstance(out, DeviceArray):
+                gi_spec = out.spec()
+            else:
+                gi_spec = checks.spec_of(out, layout, "gradInput")
+            scales = checks.check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w,
+                                         gi_spec, strict=strict)
+            del scales  # CANN receives the user's values; it applies the all-or-nothing rule itself
+            sd, sh, sw = checks.normalize_scales(scales_d, scales_h, scales_w)
+            owned: list[DeviceArray] = []
+            try:
+                go = grad_output if isinstance(grad_output, DeviceArray) else self._track(
+                    self.upload(grad_output, layout), owned)
+                if isinstance(out, DeviceArray):
+                    gi = out
+                elif out is not None:
+                    gi = self._track(self.upload(out, layout, "gradInput"), owned)
+                else:
+                    gi = self._track(self.empty(in_shape, go.dtype, layout), owned)
+                self._launch(go, output_size, input_size, (sd, sh, sw), gi)
+                if isinstance(grad_output, DeviceArray) and out is None:
+                    owned.remove(gi)
+                    return gi
+                if isinstance(out, DeviceArray):
+                    return out
+                if out is not None:
+                    return gi.download(out)
+                return gi.download()
+            finally:
+                for arr in owned:
+                    arr.close()
+
+    @staticmethod
+    def _track(arr: DeviceArray, owned: list[DeviceArray]) -> DeviceArray:
+        owned.append(arr)
+        return arr
+
+    @staticmethod
+    def _result_shape(input_size: Any, layout: str) -> tuple[int, ...]:
+        try:
+            n, c, d, h, w = (int(v) for v in input_size)
+        except (TypeError, ValueError):
+            return (-1,)  # check_params reports the real problem with its code
+        return (n, d, h, w, c) if layout == "NDHWC" else (n, c, d, h, w)
+
+    def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
+                scales: tuple[float, float, float], gi: DeviceArray) -> int:
+        """Phase 1, workspace, phase 2 on the session's stream.  Returns the workspace size."""
+        with IntArray(list(output_size)) as out_arr, IntArray(list(input_size)) as in_arr:
+            size = OP(go.tensor, out_arr, in_arr, *scales, gi.tensor, stream=self.stream,
+                      workspace=self.workspace, keep=(go, gi, out_arr, in_arr))
+        self._pending = True
+        self.calls += 1
+        self.last_workspace_size = size
+        return size
+
+    def timed_backward(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
+                       scales: tuple[float, float, float] = (0.0, 0.0, 0.0), *, out: DeviceArray,
+                       repeat: int = 1) -> list[float]:
+        """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
+        self._check_open()
+        checks.check_params(grad_output.spec(), output_size, input_size, *scales, out.spec())
+        times = []
+        with Event(self.device) as start, Event(self.device) as end:
+            for _ in range(repeat):
+                start.record(self.stream)
+                self._launch(grad_output, output_size, input_size, scales, out)
+                end.record(self.stream)
+                end.synchronize()
+                times.append(end.elapsed_ms(start))
+        self._sync()
+        return times
+
+
+def _format_of(layout: str) -> Format:
+    return checks.layout_format(layout)
