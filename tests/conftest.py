@@ -25,3 +25,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     backend = config.getoption("--backend") or os.environ.get("UPSAMPLE3D_TEST_BACKEND", "sim")
     os.environ["ACL_BINDINGS_BACKEND"] = "cann" if backend == "npu" else "sim"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After the whole run, the simulator's accounting must show no live handle."""
+    import gc
+
+    from acl_bindings import loaded_backend
+
+    backend = loaded_backend()
+    if backend is None or not backend.is_simulator:
+        return
+    from upsample3d_grad.api import close_default_session
+
+    close_default_session()
+    gc.collect()
+    from acl_bindings import sim
+
+    live = {k: v for k, v in sim.live_handles().items() if v}
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if live:
+        if reporter:
+            reporter.write_line(f"LEAK: the simulator reports live handles after the test run: {live}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif reporter:
+        reporter.write_line("simulator accounting after the run: no live handle")

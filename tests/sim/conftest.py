@@ -1,0 +1,51 @@
+"""The simulator tier: every test here runs the real ctypes layer against the C simulator."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from acl_bindings import _config, sim
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.sim)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _simulator_present() -> None:
+    if os.environ.get("ACL_BINDINGS_BACKEND") != "sim":
+        pytest.skip("the sim tier runs with --backend=sim")
+    if not sim.is_built():
+        from acl_bindings._loader import simulator_status
+
+        ok, why = simulator_status()
+        if not ok:
+            if _config.require_sim():
+                pytest.fail(f"ACL_BINDINGS_REQUIRE_SIM=1 and {why}")
+            pytest.skip(why)
+
+
+@pytest.fixture
+def session():
+    """A fresh Session on device 0, closed after the test."""
+    from upsample3d_grad import Session
+
+    with Session(0) as s:
+        yield s
+
+
+@pytest.fixture
+def no_leaks():
+    """Assert that the test leaves the simulator's live-handle counts as it found them."""
+    import gc
+
+    before = sim.live_handles()
+    yield
+    gc.collect()
+    after = sim.live_handles()
+    assert after == before, {k: (before[k], after[k]) for k in after if after[k] != before[k]}

@@ -1,0 +1,210 @@
+"""The operator through every entry point, on the simulator, against the numpy reference."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import upsample3d_grad as ug
+from acl_bindings import AclnnParamError, ClosedError, Format, IntArray, Tensor
+from upsample3d_grad import Session, reference
+from upsample3d_grad._api import (
+    aclnnUpsampleNearestExact3dBackward,
+    aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
+)
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+EXPECTED = [36.0, 100.0, 164.0, 228.0]
+
+
+def test_sample_through_session(no_leaks: None, session: Session) -> None:
+    out = session.backward(SAMPLE, (2, 2, 2), (2, 2, 1, 1, 1))
+    assert out.shape == (2, 2, 1, 1, 1) and out.dtype == np.float32
+    assert out.ravel().tolist() == EXPECTED
+
+
+def test_sample_through_module_function() -> None:
+    assert ug.upsample_nearest_exact3d_backward(SAMPLE, [2, 2, 2], [2, 2, 1, 1, 1]).ravel().tolist() == EXPECTED
+
+
+def test_sample_through_graph_form() -> None:
+    # output_size defaults to (0,0,0): taken from grad_output; scales default to "not given"
+    assert ug.UpsampleNearestExact3dGrad(SAMPLE, input_size=(2, 2, 1, 1, 1)).ravel().tolist() == EXPECTED
+    out = ug.UpsampleNearestExact3dGrad(SAMPLE, (2, 2, 1, 1, 1), output_size=(2, 2, 2), scales=(2.0, 2.0, 2.0))
+    assert out.ravel().tolist() == EXPECTED
+
+
+def test_sample_through_faithful_two_phase_api(no_leaks: None, session: Session) -> None:
+    go = session.upload(SAMPLE)
+    gi = session.empty((2, 2, 1, 1, 1))
+    with IntArray([2, 2, 2]) as out_size, IntArray([2, 2, 1, 1, 1]) as in_size:
+        size, executor = aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
+            go.tensor, out_size, in_size, 0.0, 0.0, 0.0, gi.tensor)
+        assert size > 0  # the simulator asks for a real workspace
+        ws = session.workspace.reserve(size)
+        aclnnUpsampleNearestExact3dBackward(ws, size, executor, session.stream)
+        assert executor.closed  # phase 2 consumed the single-use executor
+    assert gi.download().ravel().tolist() == EXPECTED
+    go.close()
+    gi.close()
+
+
+def test_faithful_api_reports_cann_codes(session: Session) -> None:
+    with IntArray([2, 2, 2]) as out_size, IntArray([2, 2, 1, 1, 1]) as in_size:
+        with pytest.raises(AclnnParamError) as info:
+            aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(None, out_size, in_size, 0, 0, 0, None)
+    assert info.value.code == 161001
+    assert "gradOut" in info.value.detail  # the simulator's recent-error message
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+def test_dtypes_and_layouts(session: Session, dtype: np.dtype, layout: str) -> None:
+    rng = np.random.default_rng(1)
+    n, c, o, i = 2, 3, (5, 7, 9), (2, 3, 4)
+    shape = (n, c, *o) if layout == "NCDHW" else (n, *o, c)
+    g = rng.standard_normal(shape).astype(dtype)
+    got = session.backward(g, o, (n, c, *i), layout=layout)
+    want = reference.upsample_nearest_exact3d_backward(g, o, (n, c, *i), layout=layout)
+    assert got.dtype == np.dtype(dtype) and got.shape == want.shape
+    _assert_close(got, want)
+
+
+def _assert_close(got: np.ndarray, want: np.ndarray) -> None:
+    """fp32: tight; fp16/bf16: within one rounding of the float32 result."""
+    if got.dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else:
+        g32, w32 = got.astype(np.float32), want.astype(np.float32)
+        eps = float(np.finfo(got.dtype).eps) if got.dtype == np.float16 else 2.0 ** -7
+        np.testing.assert_allclose(g32, w32, rtol=eps, atol=eps * 1e-2)
+
+
+def test_strided_input_keeps_strides_without_copy(no_leaks: None, session: Session) -> None:
+    base = np.random.default_rng(2).standard_normal((2, 3, 6, 8, 20)).astype(np.float32)
+    view = base[:, :, 1:, ::2, 3::2]  # offset and strides
+    arr = session.upload(view)
+    assert arr.strides == tuple(s // 4 for s in view.strides)
+    assert arr.offset * 4 == view.ctypes.data % 64
+    out = session.backward(arr, view.shape[2:], (2, 3, 2, 3, 5))
+    assert isinstance(out, ug.DeviceArray)
+    want = reference.upsample_nearest_exact3d_backward(view, view.shape[2:], (2, 3, 2, 3, 5))
+    np.testing.assert_allclose(out.download(), want, rtol=1e-5, atol=1e-5)
+    arr.close()
+    out.close()
+
+
+def test_preallocated_numpy_out_keeps_gaps(session: Session) -> None:
+    g = np.random.default_rng(3).standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
+    host = np.full((1, 2, 2, 2, 4), 7.0, np.float32)
+    out = host[..., ::2]  # a strided output: the gaps must stay 7
+    res = session.backward(g, (4, 4, 4), (1, 2, 2, 2, 2), out=out)
+    assert res is out
+    np.testing.assert_allclose(out, reference.upsample_nearest_exact3d_backward(g, (4, 4, 4), (1, 2, 2, 2, 2)),
+                               rtol=1e-5, atol=1e-5)
+    assert (host[..., 1::2] == 7.0).all()
+
+
+def test_preallocated_device_out(session: Session) -> None:
+    g = np.ones((1, 1, 4, 4, 4), np.float32)
+    with session.empty((1, 1, 2, 2, 2)) as out:
+        res = session.backward(g, (4, 4, 4), (1, 1, 2, 2, 2), out=out)
+        assert res is out
+        assert (out.download() == 8.0).all()
+
+
+@pytest.mark.parametrize("n,c", [(0, 2), (2, 0)])
+def test_empty_n_or_c_succeeds(session: Session, n: int, c: int) -> None:
+    out = session.backward(np.zeros((n, c, 4, 4, 4), np.float32), (4, 4, 4), (n, c, 2, 2, 2))
+    assert out.shape == (n, c, 2, 2, 2)
+
+
+def test_user_scales(session: Session) -> None:
+    g = np.random.default_rng(4).standard_normal((2, 2, 4, 8, 12)).astype(np.float32)
+    got = session.backward(g, (4, 8, 12), (2, 2, 2, 4, 8), 2.0, 2.0, 1.5)
+    want = reference.upsample_nearest_exact3d_backward(g, (4, 8, 12), (2, 2, 2, 4, 8), 2.0, 2.0, 1.5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bad_input_leaves_no_leak_and_a_usable_session(no_leaks: None, session: Session) -> None:
+    tried = 0
+    for case in ug.BAD_CASES:
+        if case.grad_out is None or case.grad_out.dtype not in (0,) or case.param == "gradInput":
+            continue  # the session builds gradInput itself from input_size
+        if np.prod(case.grad_out.shape, dtype=np.float64) > 1e6:
+            continue
+        g = np.zeros(case.grad_out.shape, np.float32)
+        layout = "NDHWC" if case.grad_out.format == Format.NDHWC else "NCDHW"
+        with pytest.raises(AclnnParamError) as info:
+            session.backward(g, case.output_size, case.input_size, *case.scales, layout=layout)
+        assert info.value.code == case.code, case.label
+        tried += 1
+    assert tried >= 10
+    assert session.backward(SAMPLE, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist() == EXPECTED
+
+
+def test_non_array_and_unsupported_dtypes(session: Session) -> None:
+    for bad in ([[1.0]], "x", np.zeros((1, 1, 2, 2, 2)), np.zeros((1, 1, 2, 2, 2), np.int32)):
+        with pytest.raises(AclnnParamError) as info:
+            session.backward(bad, (2, 2, 2), (1, 1, 1, 1, 1))
+        assert info.value.code == 161002
+    with pytest.raises(AclnnParamError) as info:
+        session.backward(None, (2, 2, 2), (1, 1, 1, 1, 1))
+    assert info.value.code == 161001
+
+
+def test_repr_names_backend_and_close_is_idempotent() -> None:
+    s = Session(0)
+    assert "backend=sim" in repr(s) and "simulator" in repr(s)
+    s.close()
+    s.close()
+    assert "closed" in repr(s)
+    with pytest.raises(ClosedError):
+        s.backward(SAMPLE, (2, 2, 2), (2, 2, 1, 1, 1))
+
+
+def test_second_device(no_leaks: None) -> None:
+    with Session(1) as s:
+        assert s.device.id == 1
+        assert s.backward(SAMPLE, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist() == EXPECTED
+
+
+def test_tensor_objects_describe_layout(session: Session) -> None:
+    g = np.zeros((1, 3, 4, 5, 2), np.float16)
+    with session.upload(g, layout="NDHWC") as arr:
+        t: Tensor = arr.tensor
+        assert t.format == Format.NDHWC and t.shape == (1, 3, 4, 5, 2)
+        assert "NDHWC" in repr(t)
+
+
+_dims = st.integers(1, 7)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 2), c=st.integers(1, 3), i=st.tuples(_dims, _dims, _dims),
+       ratio=st.tuples(st.floats(0.1, 50), st.floats(0.1, 50), st.floats(0.1, 6)),
+       dtype=st.sampled_from(["fp32", "fp16", "bf16"]), layout=st.sampled_from(["NCDHW", "NDHWC"]),
+       use_scales=st.booleans(), strided=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_property_simulator_equals_reference(session: Session, n: int, c: int, i: tuple[int, int, int],
+                                             ratio: tuple[float, float, float], dtype: str, layout: str,
+                                             use_scales: bool, strided: bool, seed: int) -> None:
+    dt = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16), "bf16": BF16}[dtype]
+    scales = tuple(float(np.float32(r)) for r in ratio)
+    o = tuple(max(1, int(np.floor(ii * r))) for ii, r in zip(i, scales))
+    if any(oo / ii > 50 for oo, ii in zip(o, i)) or (use_scales and any(
+            np.floor(ii * s) != oo for ii, s, oo in zip(i, scales, o))):
+        use_scales = False
+    if any(oo / ii > 50 for oo, ii in zip(o, i)):
+        return
+    shape = (n, c, *o) if layout == "NCDHW" else (n, *o, c)
+    rng = np.random.default_rng(seed)
+    full = rng.standard_normal(tuple(s * (2 if strided else 1) for s in shape)).astype(dt)
+    g = full[tuple(slice(None, None, 2) if strided else slice(None) for _ in shape)]
+    args = scales if use_scales else (None, None, None)
+    got = session.backward(g, o, (n, c, *i), *args, layout=layout)
+    want = reference.upsample_nearest_exact3d_backward(g, o, (n, c, *i), *args, layout=layout)
+    _assert_close(got, want)
