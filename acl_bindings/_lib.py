@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable
 
 from . import _config, _loader
-from ._types import HANDLE_TYPES, STATUS_TYPES
+from ._types import HANDLE_TYPES, STATUS_TYPES, c_int_result
 from .errors import AclError, LibraryNotFoundError
 from .prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
 
@@ -65,8 +65,16 @@ def _log_only(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
     return result
 
 
+def _int_value(result: Any, func: Any, args: tuple[Any, ...]) -> int:
+    if _config.log_calls():
+        _log.debug("%s%r -> %r", func.__name__, args, result)
+    return int(result.value)
+
+
 def errcheck_for(restype: Any) -> Callable[..., Any]:
     """The ``errcheck`` used for a restype (see the module docstring)."""
+    if restype is c_int_result:
+        return _int_value
     if restype in STATUS_TYPES:
         return _check_status
     if restype in HANDLE_TYPES:

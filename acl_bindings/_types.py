@@ -39,6 +39,10 @@ aclTensor_p = POINTER(aclTensor)
 aclIntArray_p = POINTER(aclIntArray)
 aclOpExecutor_p = POINTER(aclOpExecutor)
 
+class c_int_result(ctypes.c_int):
+    """An ``int`` result that is a value, not a status (sim-only setters return the previous value)."""
+
+
 #: ``const char *`` results that the library owns (never freed by us).
 c_str = c_char_p
 
@@ -50,5 +54,5 @@ HANDLE_TYPES = (aclTensor_p, aclIntArray_p)
 __all__ = [
     "aclError", "aclnnStatus", "c_enum", "aclrtStream", "aclrtContext", "aclrtEvent",
     "aclTensor", "aclIntArray", "aclOpExecutor", "aclTensor_p", "aclIntArray_p", "aclOpExecutor_p",
-    "c_str", "STATUS_TYPES", "HANDLE_TYPES", "c_int32",
+    "c_str", "c_int_result", "STATUS_TYPES", "HANDLE_TYPES", "c_int32",
 ]

@@ -31,6 +31,7 @@ from ._types import (
     aclrtStream,
     aclTensor_p,
     c_enum,
+    c_int_result,
     c_str,
 )
 
@@ -155,9 +156,9 @@ SIM_ONLY: dict[str, Prototype] = {
     # int cannsimSetFault(const char *spec);   /* "func:nth:code[,...]"; NULL or "" clears */
     "cannsimSetFault": ("runtime", aclError, (c_char_p,)),
     # int cannsimSetDefer(int on);             /* returns the previous setting */
-    "cannsimSetDefer": ("runtime", c_int32, (c_int32,)),
+    "cannsimSetDefer": ("runtime", c_int_result, (c_int32,)),
     # int cannsimSetDelay(int ms);             /* extra ms per kernel run */
-    "cannsimSetDelay": ("runtime", c_int32, (c_int32,)),
+    "cannsimSetDelay": ("runtime", c_int_result, (c_int32,)),
 }
 
 

@@ -434,15 +434,14 @@ def upsample_nearest_exact3d(
 # Backward engine
 # --------------------------------------------------------------------------
 
-# Cost model constants (seconds), measured roughly on a 2-core x86 box.
-_T_CALL = 2.5e-6  # one numpy call from Python
-_T_CONTIG = 0.15e-9  # per element, contiguous add (in cache)
-_T_STRIDED = 0.45e-9  # per element, strided add with small inner slabs
-_T_GATHER_SMALL = 1.0e-9  # per gathered element, inner slab < _SLAB
-_T_GATHER_BIG = 0.25e-9  # per gathered element, inner slab >= _SLAB
-_SLAB = 16  # inner slab (elements) from which a dim counts as "outer"
-_CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
+# Cost model constants (seconds), rough figures for one x86 core.
+_T_CALL = 3.0e-6  # one numpy call issued from Python
+_T_EL = 0.2e-9  # per element read+written by an elementwise loop
+_T_LOOP = 10e-9  # per inner-loop invocation inside one numpy call
+_T_TAKE = 4e-9  # per slab copied by np.take
 _BIG_RUN = 8  # window length from which a run is summed with one reduce call
+_CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
+_FORCE_CHUNKS = None
 
 
 def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
@@ -465,17 +464,6 @@ def _as_index(values: np.ndarray) -> slice | np.ndarray:
     return values
 
 
-def _runs(lo: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """Maximal runs of equal-length windows: ``(i0, i1, length, lo[i0])``."""
-    lens = np.diff(lo)
-    if len(lens) == 0:
-        return []
-    cut = np.flatnonzero(lens[1:] != lens[:-1]) + 1
-    starts = np.concatenate(([0], cut))
-    ends = np.concatenate((cut, [len(lens)]))
-    return [(int(a), int(b), int(lens[a]), int(lo[a])) for a, b in zip(starts, ends)]
-
-
 def _classify(lo: np.ndarray, out_size: int) -> str:
     lens = np.diff(lo)
     if len(lens) == out_size and lo[0] == 0 and np.all(lens == 1):
@@ -485,67 +473,93 @@ def _classify(lo: np.ndarray, out_size: int) -> str:
     return "reduce"
 
 
-def _run_calls(runs: list[tuple[int, int, int, int]]) -> int:
-    calls = 0
-    for _, _, ell, _ in runs:
-        calls += 1 if (ell <= 2 or ell >= _BIG_RUN) else ell - 1
-    return calls
-
-
-def _slide_plan(lo: np.ndarray) -> tuple[list[int], dict[int, np.ndarray]]:
-    """Sliding widths to build and the window indices of every length class."""
-    lens = np.diff(lo)
-    classes = {int(ell): np.flatnonzero(lens == ell) for ell in np.unique(lens)}
-    widths: set[int] = set()
-
-    def need(w: int) -> None:
-        if w <= 1 or w in widths:
-            return
-        need(w // 2 if w % 2 == 0 else w - 1)
-        widths.add(w)
-
-    for ell in classes:
-        need(ell)
-    return sorted(widths), classes
+def _loop_cost(elements: float, inner_len: float) -> float:
+    return elements * _T_EL + elements / np.maximum(inner_len, 1.0) * _T_LOOP
 
 
 class _TableInfo:
-    """Facts about one window table that the cost model and the passes need."""
+    """Window table of one reduced dim, with what both summation methods need.
 
-    __slots__ = ("lo", "runs", "run_calls", "widths", "classes")
+    ``runs`` groups consecutive windows of equal length: window ``i0 + j`` of
+    a run of length ``ell`` covers ``[a + j*ell, a + (j+1)*ell)``, so the run
+    is a sum of ``ell`` strided slices.  The ``slide`` method stores, for
+    every distinct window length ``ell``, the sliding sums of width ``ell`` in
+    one slot of a buffer and gathers every window with a single ``np.take``.
+    """
+
+    __slots__ = ("lo", "out_size", "runs", "run_calls", "_run_n", "_run_ell", "lengths", "take_idx", "slot_off", "steps")
 
     def __init__(self, lo: np.ndarray) -> None:
         self.lo = lo
-        self.runs = _runs(lo)
-        self.run_calls = _run_calls(self.runs)
-        self.widths, classes = _slide_plan(lo)
-        # (length, destination index, source index, covers every window) per length class
-        self.classes = [(ell, _as_index(w), _as_index(lo[w]), len(w) == len(lo) - 1) for ell, w in classes.items()]
+        self.out_size = int(lo[-1])  # gradOut positions this table can touch
+        lens = np.diff(lo)
+        cut = np.flatnonzero(lens[1:] != lens[:-1]) + 1
+        starts = np.concatenate(([0], cut)).astype(np.int64)
+        ends = np.concatenate((cut, [len(lens)])).astype(np.int64)
+        self.runs = [(int(a), int(b), int(lens[a]), int(lo[a])) for a, b in zip(starts, ends)]
+        self._run_n = (ends - starts).astype(np.float64)
+        self._run_ell = lens[starts].astype(np.float64)
+        ell = self._run_ell
+        self.run_calls = int(np.where((ell <= 2) | (ell >= _BIG_RUN), 1, ell - 1).sum())
+        # slide method: one slot per distinct length, zero-length windows read a 1-element zero slot
+        self.lengths = [int(v) for v in np.unique(lens)]
+        off, slot_off = 0, {}
+        for v in self.lengths:
+            slot_off[v] = off
+            off += 1 if v == 0 else self.out_size - v + 1
+        self.slot_off = slot_off
+        offs = np.array([slot_off[v] for v in self.lengths], dtype=np.int64)
+        pos = np.searchsorted(np.array(self.lengths), lens)
+        self.take_idx = offs[pos] + np.where(lens == 0, 0, lo[:-1])
+        steps: list[tuple[int, int, int]] = []  # (width, left width, right offset): S_w = S_left + S_(w-left)[off]
+        have = {1}
 
-    def cost(self, n_in: int, n_out: int, inner: int) -> tuple[str, float, int]:
-        """Choose 'runs' or 'slide' for a pass; return (method, seconds, numpy calls)."""
-        t_elem = _T_CONTIG if inner >= _SLAB else _T_STRIDED
-        t_runs = self.run_calls * _T_CALL + n_in * t_elem
-        t_g = _T_GATHER_BIG if inner >= _SLAB else _T_GATHER_SMALL
-        sc = len(self.widths) + 2 * len(self.classes)
-        t_slide = sc * _T_CALL + len(self.widths) * n_in * _T_CONTIG + n_out * t_g * 2
+        def build(w: int) -> None:
+            if w in have:
+                return
+            if w % 2 == 0:
+                build(w // 2)
+                steps.append((w, w // 2, w // 2))
+            else:
+                build(w - 1)
+                steps.append((w, w - 1, w - 1))
+            have.add(w)
+
+        for v in self.lengths:
+            if v > 1:
+                build(v)
+        self.steps = steps
+
+    def cost(self, outer: int, inner: int) -> tuple[str, float, int]:
+        """Cheaper method for input ``(outer, O, inner)``: (method, seconds, numpy calls)."""
+        n_el = outer * self._run_n * inner  # outputs of each run
+        ell = self._run_ell
+        adds = np.where(ell <= 1, 1.0, np.where(ell >= _BIG_RUN, ell, ell - 1.0))
+        inner_len = np.full_like(n_el, float(inner)) if inner > 1 else np.where(ell >= _BIG_RUN, ell, self._run_n)
+        t_runs = self.run_calls * _T_CALL + float(np.sum(_loop_cost(n_el * adds, inner_len)))
+        size = self.out_size
+        n_in = outer * size * inner
+        slide_calls = len(self.steps) + (1 if 1 in self.lengths else 0) + (1 if 0 in self.lengths else 0) + 1
+        t_slide = slide_calls * _T_CALL
+        t_slide += len(self.steps) * _loop_cost(n_in, size * inner)  # sliding sums (contiguous per outer row)
+        if 1 in self.lengths:
+            t_slide += _loop_cost(n_in, size * inner)
+        n_win = len(self.lo) - 1
+        t_slide += outer * n_win * (inner * _T_EL + _T_TAKE)
         if t_runs <= t_slide:
             return "runs", t_runs, self.run_calls
-        return "slide", t_slide, sc
+        return "slide", t_slide, slide_calls
 
 
 class _AxisOp:
-    """One reduce pass along ``axis`` with window table ``lo`` and a fixed method."""
+    """One reduce pass along ``axis`` with a fixed summation method."""
 
-    __slots__ = ("axis", "lo", "method", "runs", "widths", "classes")
+    __slots__ = ("axis", "info", "method")
 
     def __init__(self, axis: int, info: _TableInfo, method: str) -> None:
         self.axis = axis
-        self.lo = info.lo
+        self.info = info
         self.method = method
-        self.runs = info.runs
-        self.widths = info.widths
-        self.classes = info.classes
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         if self.method == "runs":
@@ -556,7 +570,7 @@ class _AxisOp:
     def _runs(self, x: np.ndarray, out: np.ndarray) -> None:
         """out[.., i, ..] = sum of x over window i, one strided sum per run of equal windows."""
         axis = self.axis
-        for i0, i1, ell, a in self.runs:
+        for i0, i1, ell, a in self.info.runs:
             n = i1 - i0
             dst = out[_idx(axis, slice(i0, i1))]
             if ell == 0:
@@ -582,36 +596,34 @@ class _AxisOp:
                 np.add.reduce(view, axis=axis + 1, dtype=np.float32, out=dst)
 
     def _slide(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Window sums from sliding sums of every needed width, one gather per length class."""
+        """Sliding sums of every window length into slots of one buffer, then one gather."""
+        info = self.info
         axis = self.axis
-        size = x.shape[axis]
-        slides: dict[int, np.ndarray] = {1: x}
-        for w in self.widths:
-            if w % 2 == 0:
-                h = w // 2
-                base = slides[h]
-                slides[w] = np.add(
-                    base[_idx(axis, slice(0, size - w + 1))],
-                    base[_idx(axis, slice(h, size - h + 1))],
-                    dtype=np.float32,
-                )
-            else:
-                slides[w] = np.add(
-                    slides[w - 1][_idx(axis, slice(0, size - w + 1))],
-                    x[_idx(axis, slice(w - 1, size))],
-                    dtype=np.float32,
-                )
-        for ell, dst_i, src_i, whole in self.classes:
-            if ell == 0:
-                out[_idx(axis, dst_i)] = 0
-                continue
-            src = slides[ell]
-            if isinstance(src_i, slice):
-                np.copyto(out[_idx(axis, dst_i)], src[_idx(axis, src_i)], casting="unsafe")
-            elif whole and src.dtype == out.dtype:
-                np.take(src, src_i, axis=axis, out=out, mode="clip")
-            else:
-                out[_idx(axis, dst_i)] = np.take(src, src_i, axis=axis, mode="clip")
+        size = info.out_size
+        total = sum(1 if v == 0 else size - v + 1 for v in info.lengths)
+        shape = list(x.shape)
+        shape[axis] = total
+        buf = np.empty(shape, dtype=np.float32)
+
+        def slot(w: int) -> np.ndarray:
+            o = info.slot_off[w]
+            return buf[_idx(axis, slice(o, o + (1 if w == 0 else size - w + 1)))]
+
+        if 0 in info.slot_off:
+            slot(0).fill(0)
+        if 1 in info.slot_off:
+            np.copyto(slot(1), x[_idx(axis, slice(0, size))], casting="unsafe")
+        sums: dict[int, np.ndarray] = {1: x}
+        for w, left, off in info.steps:
+            dst = slot(w) if w in info.slot_off else None
+            right = sums[w - left]
+            sums[w] = np.add(
+                sums[left][_idx(axis, slice(0, size - w + 1))],
+                right[_idx(axis, slice(off, off + size - w + 1))],
+                out=dst,
+                dtype=np.float32,
+            )
+        np.take(buf, info.take_idx, axis=axis, out=out, mode="clip")
 
 
 def _expand(x: np.ndarray, plans: list[tuple[int, np.ndarray]], out: np.ndarray) -> None:
@@ -662,7 +674,7 @@ class _Plan:
             out_shape = list(shape)
             out_shape[ax] = len(self.tables[k]) - 1
             inner = math.prod(shape[ax + 1 :])
-            m, t, c = self.infos[k].cost(math.prod(shape), math.prod(out_shape), inner)
+            m, t, c = self.infos[k].cost(math.prod(shape[:ax]), inner)
             total += t
             calls += c
             methods.append(m)
@@ -684,7 +696,7 @@ def _backward_chunk(g: np.ndarray, plan: _Plan, ops: list[_AxisOp], d_table: np.
     final_direct = not plan.scatter and res.dtype == _F32
     for j, op in enumerate(ops):
         shape = list(x.shape)
-        shape[op.axis] = len(op.lo) - 1
+        shape[op.axis] = len(op.info.lo) - 1
         if j == len(ops) - 1 and final_direct:
             dst = res
         else:
@@ -716,6 +728,8 @@ def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray) -> None:
     want = max(1, g.size // _CHUNK_ELEMS)
     budget = max(1, int(0.15 * max(plan.est, g.size * 0.2e-9) / max(plan.calls * _T_CALL, 1e-9)))
     n_chunks = min(want, budget)
+    if _FORCE_CHUNKS is not None:
+        n_chunks = _FORCE_CHUNKS
     if n_chunks <= 1:
         _backward_chunk(g, plan, plan.ops(), lo_d, res)
         return

@@ -28,6 +28,7 @@
 #define MSG_LEN 1024
 #define FILL_LIMIT (16u << 20) /* new device memory is filled with 0xFF up to this many bytes */
 #define DEVICE_ALIGN 64
+#define LOW_ADDR 65536u /* host pointers below this are rejected instead of dereferenced */
 
 /* ====================================================================== lock */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1462,6 +1463,9 @@ static int check_copy(const char *func, void *dst, size_t destMax, const void *s
                             "1=HOST_TO_DEVICE, 2=DEVICE_TO_HOST, 3=DEVICE_TO_DEVICE)",
                             func, kind);
     if (!dst || !src) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: %s is NULL", func, dst ? "src" : "dst");
+    if ((uintptr_t)dst < LOW_ADDR || (uintptr_t)src < LOW_ADDR)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: %s %p is not a valid address", func,
+                            (uintptr_t)dst < LOW_ADDR ? "dst" : "src", (uintptr_t)dst < LOW_ADDR ? dst : (void *)src);
     if (destMax < count)
         return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: count %zu is larger than destMax %zu", func, count, destMax);
     int dst_dev = kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;

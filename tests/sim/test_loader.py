@@ -1,0 +1,232 @@
+"""The loader's search, in subprocesses (the backend is a once-per-process choice)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from acl_bindings import sim
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = textwrap.dedent("""
+    import json, acl_bindings
+    from acl_bindings import lib
+    b = acl_bindings.load_backend()
+    op = b.find_op_symbol("aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize")
+    print(json.dumps({"kind": b.kind, "runtime": b.runtime.path, "runtime_via": b.runtime.found_via,
+                      "nnopbase": b.nnopbase.path, "op": op[1].path if op else None,
+                      "op_via": op[1].found_via if op else None, "loaded_at_import": False}))
+""")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ASCEND_", "ACL_BINDINGS_", "CANN_SIM_")) and k != "LD_LIBRARY_PATH"}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(**env),
+                          timeout=60, cwd=str(REPO))
+
+
+def _probe(**env: str) -> dict:
+    proc = _run(PROBE, **env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _build(root: Path, **kw: str) -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_simbuild", sim.ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod.build(root, **kw)
+    return root / "lib64"
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("trees")
+    return {
+        "acl_rt": _build(base / "acl_rt", runtime_name="acl_rt"),
+        "legacy": _build(base / "legacy", op_lib_name="opapi"),
+        "custom": _build(base / "custom", op_lib_name="cust_opapi"),
+    }
+
+
+def test_import_loads_nothing() -> None:
+    proc = _run("import sys, acl_bindings, upsample3d_grad; "
+                "print(acl_bindings.loaded_backend() is None, 'libascendcl' in open('/proc/self/maps').read())",
+                ACL_BINDINGS_BACKEND="sim")
+    assert proc.stdout.split() == ["True", "False"], proc.stderr
+
+
+def test_auto_falls_back_to_the_embedded_simulator() -> None:
+    info = _probe()
+    assert info["kind"] == "sim"
+    assert info["runtime"] == str(sim.LIB64 / "libascendcl.so")
+    assert "no CANN install found" in info["runtime_via"]
+    assert info["op"].endswith("libopapi_cv.so")
+
+
+def test_lib_dir_override_exercises_the_real_search() -> None:
+    info = _probe(ACL_BINDINGS_LIB_DIR=str(sim.ROOT))  # a root with lib64/
+    assert info["kind"] == "sim" and info["runtime_via"] == "ACL_BINDINGS_LIB_DIR"
+
+
+@pytest.mark.parametrize("var", ["ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"])
+def test_ascend_home_lib64(var: str) -> None:
+    info = _probe(**{var: str(sim.ROOT)})
+    assert info["runtime_via"] == var and info["runtime"] == str(sim.LIB64 / "libascendcl.so")
+
+
+def test_arch_linux_layout(tmp_path: Path) -> None:
+    import platform
+
+    arch = tmp_path / f"{platform.machine()}-linux"
+    arch.mkdir()
+    shutil.copytree(sim.LIB64, arch / "lib64")
+    info = _probe(ASCEND_HOME_PATH=str(tmp_path))
+    assert info["runtime"] == str(arch / "lib64" / "libascendcl.so") and info["runtime_via"] == "ASCEND_HOME_PATH"
+
+
+def test_ld_library_path() -> None:
+    info = _probe(LD_LIBRARY_PATH=str(sim.LIB64))
+    assert info["runtime_via"] == "LD_LIBRARY_PATH"
+
+
+def test_stub_folders_are_never_searched(tmp_path: Path) -> None:
+    stub = tmp_path / "lib64" / "stub"
+    shutil.copytree(sim.LIB64, stub)
+    info = _probe(LD_LIBRARY_PATH=str(stub))
+    assert "stub" not in info["runtime"]
+    proc = _run("import acl_bindings; b = acl_bindings.load_backend(); "
+                "print([r for p, r in b.tried if 'stub' in p])", LD_LIBRARY_PATH=str(stub))
+    assert "skipped: a stub folder" in proc.stdout
+
+
+def test_override_order_lib_dir_before_ascend_home(variants: dict[str, Path]) -> None:
+    info = _probe(ACL_BINDINGS_LIB_DIR=str(variants["acl_rt"]), ASCEND_HOME_PATH=str(sim.ROOT))
+    assert info["runtime"] == str(variants["acl_rt"] / "libacl_rt.so")
+
+
+def test_libacl_rt_is_accepted_as_the_runtime(variants: dict[str, Path]) -> None:
+    info = _probe(ASCEND_HOME_PATH=str(variants["acl_rt"].parent))
+    assert info["runtime"].endswith("libacl_rt.so") and info["kind"] == "sim"
+    proc = _run("import numpy as np, upsample3d_grad as u; "
+                "print(u.upsample_nearest_exact3d_backward(np.arange(1,33,dtype=np.float32).reshape(2,2,2,2,2),"
+                "(2,2,2),(2,2,1,1,1)).ravel().tolist())", ASCEND_HOME_PATH=str(variants["acl_rt"].parent))
+    assert proc.stdout.strip() == "[36.0, 100.0, 164.0, 228.0]", proc.stderr
+
+
+def test_libopapi_fallback_when_no_split_library(variants: dict[str, Path]) -> None:
+    info = _probe(ASCEND_HOME_PATH=str(variants["legacy"].parent))
+    assert info["op"] == str(variants["legacy"] / "libopapi.so")
+
+
+def test_split_library_preferred_and_never_mixed_with_libopapi(tmp_path: Path, variants: dict[str, Path]) -> None:
+    tree = tmp_path / "lib64"
+    shutil.copytree(sim.LIB64, tree)
+    shutil.copy(variants["legacy"] / "libopapi.so", tree / "libopapi.so")
+    proc = _run("import acl_bindings; b = acl_bindings.load_backend(); print([p for p, _ in b.op_candidates])",
+                ASCEND_HOME_PATH=str(tmp_path))
+    candidates = eval(proc.stdout.strip())  # a printed list of paths
+    assert candidates == [str(tree / "libopapi_cv.so")], proc.stderr
+
+
+def test_custom_opp_path_comes_first(tmp_path: Path, variants: dict[str, Path]) -> None:
+    pkg = tmp_path / "pkg" / "op_api" / "lib"
+    pkg.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", pkg / "libcust_opapi.so")
+    info = _probe(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_CUSTOM_OPP_PATH=f"/nonexistent:{tmp_path / 'pkg'}")
+    assert info["op"] == str(pkg / "libcust_opapi.so") and info["op_via"] == "ASCEND_CUSTOM_OPP_PATH"
+
+
+def test_vendor_config_ini(tmp_path: Path, variants: dict[str, Path]) -> None:
+    vendors = tmp_path / "opp" / "vendors"
+    lib = vendors / "custom_cv" / "op_api" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", lib / "libcust_opapi.so")
+    (vendors / "config.ini").write_text("load_priority=missing_vendor,custom_cv\n")
+    info = _probe(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH=str(tmp_path / "opp"))
+    assert info["op"] == str(lib / "libcust_opapi.so") and "config.ini" in info["op_via"]
+
+
+def test_backend_cann_fails_clearly_without_cann() -> None:
+    proc = _run("import acl_bindings; acl_bindings.load_backend()", ACL_BINDINGS_BACKEND="cann")
+    assert proc.returncode != 0
+    assert "LibraryNotFoundError" in proc.stderr
+    assert "Tried:" in proc.stderr and "libascendcl.so: not found" in proc.stderr
+    assert "set_env.sh" in proc.stderr and "ACL_BINDINGS_LIB_DIR" in proc.stderr
+
+
+def test_backend_cann_refuses_the_simulator() -> None:
+    proc = _run("import acl_bindings; acl_bindings.load_backend()", ACL_BINDINGS_BACKEND="cann",
+                ACL_BINDINGS_LIB_DIR=str(sim.ROOT))
+    assert proc.returncode != 0 and "only the CPU simulator was found" in proc.stderr
+
+
+def test_bad_backend_value() -> None:
+    proc = _run("import acl_bindings; acl_bindings.load_backend()", ACL_BINDINGS_BACKEND="gpu")
+    assert proc.returncode != 0 and "ACL_BINDINGS_BACKEND must be one of auto, cann, sim" in proc.stderr
+
+
+def test_python_m_acl_bindings_says_simulator() -> None:
+    proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, timeout=60,
+                          env=_env(), cwd=str(REPO))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("backend:       sim - CPU simulator")
+    assert "SoC name:      CANN-Simulator" in proc.stdout and "simulator:     yes" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, timeout=60,
+                          env=_env(ACL_BINDINGS_BACKEND="cann"), cwd=str(REPO))
+    assert proc.returncode == 1 and "Tried:" in proc.stdout and "set_env.sh" in proc.stdout
+
+
+def test_missing_symbol_is_a_clear_error_when_called() -> None:
+    proc = _run("from acl_bindings import lib, TwoPhaseOp\n"
+                "op = TwoPhaseOp('NoSuchOperator', ())\n"
+                "print(op.available())\n"
+                "op.get_workspace_size()", ACL_BINDINGS_BACKEND="sim")
+    assert proc.stdout.strip() == "False"
+    assert "MissingSymbolError" in proc.stderr and "aclnnNoSuchOperatorGetWorkspaceSize is not exported" in proc.stderr
+
+
+def test_concurrent_first_loads_choose_once() -> None:
+    code = textwrap.dedent("""
+        import threading, acl_bindings
+        from acl_bindings import _loader
+        seen = []
+        def go():
+            seen.append(id(acl_bindings.load_backend()))
+        ts = [threading.Thread(target=go) for _ in range(8)]
+        [t.start() for t in ts]; [t.join() for t in ts]
+        print(len(set(seen)), len(seen))
+    """)
+    proc = _run(code, ACL_BINDINGS_BACKEND="sim")
+    assert proc.stdout.split() == ["1", "8"], proc.stderr
+
+
+def test_simulator_unavailable_message(tmp_path: Path) -> None:
+    # a copy of the package whose simulator could not be built (no compiler): clear message, no crash
+    pkg = tmp_path / "acl_bindings"
+    shutil.copytree(REPO / "acl_bindings", pkg, ignore=shutil.ignore_patterns("lib64", "__pycache__"))
+    (pkg / "sim" / "BUILD_ERROR.txt").write_text("no C compiler found (tried cc, gcc, clang)\n")
+    env = _env(ACL_BINDINGS_BACKEND="sim")
+    env["PYTHONPATH"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=str(tmp_path))
+    assert proc.returncode == 1
+    assert "simulator is unavailable: no C compiler found" in proc.stdout
+    assert "Install a C compiler" in proc.stdout

@@ -1,0 +1,143 @@
+"""A small JSON Schema validator for the subset the smoke report's schema uses.
+
+``jsonschema`` is not a dependency, so this module implements just the keywords
+that ``smoke_schema.json`` uses (JSON Schema draft 2020-12 meanings):
+
+``type`` (a name or a list of names: ``object``, ``array``, ``string``, ``number``,
+``integer``, ``boolean``, ``null``), ``required``, ``properties``,
+``additionalProperties`` (a boolean or a schema), ``items`` (one schema for every
+element), ``enum``, ``minimum``, ``$ref`` (local ``#/$defs/<name>`` only).
+
+Annotation keywords (``$schema``, ``$id``, ``title``, ``description``, ``$defs``,
+``$comment``) are ignored.  Any other keyword raises :class:`SchemaError`, so the
+schema cannot silently use a rule this validator would not enforce.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SchemaError", "validate", "errors", "load_schema", "SMOKE_SCHEMA_PATH"]
+
+#: The smoke report's schema, kept in the package.
+SMOKE_SCHEMA_PATH = Path(__file__).resolve().parent / "smoke_schema.json"
+
+_ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "$defs", "$comment"})
+_KEYWORDS = frozenset({"type", "required", "properties", "additionalProperties", "items", "enum", "minimum",
+                       "$ref"}) | _ANNOTATIONS
+
+
+class SchemaError(ValueError):
+    """The schema itself uses a keyword or form this validator does not support."""
+
+
+def load_schema(path: str | Path = SMOKE_SCHEMA_PATH) -> dict[str, Any]:
+    """Read a schema file (JSON)."""
+    with open(path, encoding="utf-8") as fh:
+        schema = json.load(fh)
+    if not isinstance(schema, dict):
+        raise SchemaError(f"{path}: a schema must be a JSON object")
+    return schema
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "null":
+        return value is None
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "integer":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+    if name == "number":
+        return not isinstance(value, bool) and isinstance(value, (int, float))
+    if name == "string":
+        return isinstance(value, str)
+    if name == "array":
+        return isinstance(value, list)
+    if name == "object":
+        return isinstance(value, dict)
+    raise SchemaError(f"unknown type name {name!r}")
+
+
+def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
+    prefix = "#/$defs/"
+    if not ref.startswith(prefix):
+        raise SchemaError(f"$ref {ref!r}: only local '#/$defs/<name>' references are supported")
+    target = root.get("$defs", {}).get(ref[len(prefix):])
+    if not isinstance(target, dict):
+        raise SchemaError(f"$ref {ref!r} does not name a schema in $defs")
+    return target
+
+
+def _check(value: Any, schema: Any, path: str, root: dict[str, Any], out: list[str]) -> None:
+    if schema is True:
+        return
+    if schema is False:
+        out.append(f"{path}: no value is allowed here")
+        return
+    if not isinstance(schema, dict):
+        raise SchemaError(f"{path}: a schema must be an object or a boolean, got {type(schema).__name__}")
+    unknown = set(schema) - _KEYWORDS
+    if unknown:
+        raise SchemaError(f"{path}: unsupported schema keyword(s) {sorted(unknown)}")
+    if "$ref" in schema:
+        _check(value, _resolve(schema["$ref"], root), path, root, out)
+    if "type" in schema:
+        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(_is_type(value, n) for n in names):
+            out.append(f"{path}: expected {' or '.join(names)}, got {type(value).__name__} {value!r:.80}")
+            return  # the other keywords would only repeat the problem
+    if "enum" in schema and value not in schema["enum"]:
+        out.append(f"{path}: {value!r:.80} is not one of {schema['enum']}")
+    if "minimum" in schema and _is_type(value, "number") and value < schema["minimum"]:
+        out.append(f"{path}: {value!r} is less than the minimum {schema['minimum']}")
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for name in schema.get("required", []):
+            if name not in value:
+                out.append(f"{path}: missing required property {name!r}")
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            if name in props:
+                _check(item, props[name], f"{path}.{name}", root, out)
+            elif extra is False:
+                out.append(f"{path}: unexpected property {name!r}")
+            elif extra is not True:
+                _check(item, extra, f"{path}.{name}", root, out)
+    if isinstance(value, list) and "items" in schema:
+        for k, item in enumerate(value):
+            _check(item, schema["items"], f"{path}[{k}]", root, out)
+
+
+def errors(instance: Any, schema: dict[str, Any]) -> list[str]:
+    """Every violation of *schema* by *instance*, as ``"$.path: message"`` lines (empty when valid).
+
+    Raises
+    ------
+    SchemaError
+        If *schema* uses a keyword outside the supported subset.
+    """
+    out: list[str] = []
+    _check(instance, schema, "$", schema, out)
+    return out
+
+
+def validate(instance: Any, schema: dict[str, Any] | None = None) -> None:
+    """Raise ``ValueError`` listing every violation, if *instance* does not match *schema*.
+
+    Parameters
+    ----------
+    instance:
+        The decoded JSON document.
+    schema:
+        The schema (default: the smoke report's schema, :data:`SMOKE_SCHEMA_PATH`).
+    """
+    found = errors(instance, load_schema() if schema is None else schema)
+    if found:
+        shown = "\n  ".join(found[:20])
+        more = f"\n  ... and {len(found) - 20} more" if len(found) > 20 else ""
+        raise ValueError(f"the document does not match the schema ({len(found)} problem(s)):\n  {shown}{more}")
