@@ -32,6 +32,7 @@ ulps.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -354,20 +355,6 @@ def convention_differences(
     }
 
 
-def _lo_tables(
-    osz: tuple[int, ...], isz: tuple[int, ...], scales: list[float | None], convention: str
-) -> list[np.ndarray]:
-    if convention == "cann":
-        use = all(_given(s) for s in scales)
-        tables = []
-        for k in range(3):
-            i, o = isz[k + 2], osz[k]
-            sf = np.float32(scales[k]) if use else np.float32(o) / np.float32(i)
-            tables.append(_cann_lo(i, o, sf))
-        return tables
-    return [_torch_lo(isz[k + 2], osz[k], scales[k]) for k in range(3)]
-
-
 # --------------------------------------------------------------------------
 # Forward (used for the adjoint identity)
 # --------------------------------------------------------------------------
@@ -433,6 +420,14 @@ def upsample_nearest_exact3d(
 # --------------------------------------------------------------------------
 # Backward engine
 # --------------------------------------------------------------------------
+#
+# Both conventions give, per dim, a table ``lo`` of window starts.  A dim is
+# "identity" (lo == arange), "scatter" (every window holds at most one
+# gradOut element, e.g. downsampling) or "reduce".  Reduce dims are summed one
+# pass each (separably) in the order a small cost model finds cheapest; the
+# scatter dims are applied last in one strided assignment.  Work is split in
+# chunks of about _CHUNK_ELEMS gradOut elements (along N/C, then D windows) so
+# that the intermediates of a chunk stay in cache.
 
 # Cost model constants (seconds), rough figures for one x86 core.
 _T_CALL = 3.0e-6  # one numpy call issued from Python
@@ -441,7 +436,9 @@ _T_LOOP = 10e-9  # per inner-loop invocation inside one numpy call
 _T_TAKE = 4e-9  # per slab copied by np.take
 _BIG_RUN = 8  # window length from which a run is summed with one reduce call
 _CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
-_FORCE_CHUNKS = None
+_OVERHEAD_SHARE = 0.2  # at most this share of the estimated time for per-chunk Python overhead
+_FORCE_METHOD: str | None = None  # tests: force "runs" or "slide" for every reduce pass
+_FORCE_CHUNKS: int | None = None  # tests: force the chunk count
 
 
 def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
@@ -455,111 +452,184 @@ def _as_index(values: np.ndarray) -> slice | np.ndarray:
     n = len(values)
     if n == 0:
         return slice(0, 0)
+    first = int(values[0])
     if n == 1:
-        return slice(int(values[0]), int(values[0]) + 1)
-    step = int(values[1] - values[0])
-    if step >= 1 and np.all(np.diff(values) == step):
-        start = int(values[0])
-        return slice(start, start + step * (n - 1) + 1, step)
+        return slice(first, first + 1)
+    step = int(values[1]) - first
+    if step >= 1 and int(values[-1]) == first + step * (n - 1) and np.all(np.diff(values) == step):
+        return slice(first, first + step * (n - 1) + 1, step)
     return values
+
+
+class _TableInfo:
+    """A reduce dim's window table with what both summation methods need.
+
+    ``runs`` groups consecutive windows of equal length: window ``i0 + j`` of a
+    run of length ``ell`` covers ``[a + j*ell, a + (j+1)*ell)``, so a run is a
+    sum of ``ell`` strided slices (method "runs").  Method "slide" stores, for
+    every distinct window length, the sliding sums of that width in one slot of
+    a buffer and gathers every window with a single ``np.take``.
+    """
+
+    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_loops", "_slide", "_take")
+
+    def __init__(self, lo: np.ndarray) -> None:
+        self.lo = lo
+        self.out_size = int(lo[-1])  # gradOut positions the windows can touch
+        lens = np.diff(lo)
+        starts = np.flatnonzero(np.diff(lens, prepend=-1))
+        ends = np.append(starts[1:], len(lens))
+        run_n = ends - starts
+        ell = lens[starts]
+        self.runs = list(zip(starts.tolist(), ends.tolist(), ell.tolist(), lo[starts].tolist()))
+        small = (ell <= 2) | (ell >= _BIG_RUN)
+        self.run_calls = int(np.where(small, 1, ell - 1).sum())
+        # Element operations per unit of outer*inner, and (inner == 1) inner loops per outer row.
+        adds = np.where(ell <= 1, 1, np.where(ell >= _BIG_RUN, ell, ell - 1))
+        self._adds = float(np.dot(run_n, adds))
+        self._loops = float(np.where(ell >= _BIG_RUN, run_n, adds).sum())
+        self._slide: tuple[list[int], dict[int, int], list[tuple[int, int]]] | None = None
+        self._take: np.ndarray | None = None
+
+    def slide_info(self) -> tuple[list[int], dict[int, int], list[tuple[int, int]]]:
+        """Distinct window lengths, their slot offsets, and the sliding-sum build steps."""
+        if self._slide is None:
+            lengths = sorted({ell for _, _, ell, _ in self.runs})
+            off, slot_off = 0, {}
+            for v in lengths:
+                slot_off[v] = off
+                off += 1 if v == 0 else self.out_size - v + 1
+            steps: list[tuple[int, int]] = []  # (w, l): S_w[p] = S_l[p] + S_(w-l)[p + l]
+            have = {1}
+
+            def build(w: int) -> None:
+                if w in have:
+                    return
+                left = w // 2 if w % 2 == 0 else w - 1
+                build(left)
+                build(w - left)
+                steps.append((w, left))
+                have.add(w)
+
+            for v in lengths:
+                build(max(v, 1))
+            self._slide = (lengths, slot_off, steps)
+        return self._slide
+
+    def take_idx(self) -> np.ndarray:
+        """Buffer position of every window's sum for the slide method."""
+        if self._take is None:
+            _, slot_off, _ = self.slide_info()
+            lens = np.diff(self.lo)
+            base = np.zeros(len(lens), dtype=np.int64)
+            for v, o in slot_off.items():
+                base[lens == v] = o
+            self._take = base + np.where(lens == 0, 0, self.lo[:-1])
+        return self._take
+
+    def cost(self, outer: int, inner: int) -> tuple[str, float, int]:
+        """Cheaper method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls)."""
+        if inner > 1:
+            t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP)
+        else:
+            t_runs = outer * (self._adds * _T_EL + self._loops * _T_LOOP)
+        t_runs += self.run_calls * _T_CALL
+        if _FORCE_METHOD is None and self.run_calls <= 4:
+            return "runs", t_runs, self.run_calls
+        _, slot_off, steps = self.slide_info()
+        n_in = outer * self.out_size * inner
+        passes = len(steps) + (1 if 1 in slot_off else 0)
+        slide_calls = passes + (1 if 0 in slot_off else 0) + 1
+        t_slide = slide_calls * _T_CALL + passes * (n_in * _T_EL + outer * _T_LOOP)
+        t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + _T_TAKE)
+        if _FORCE_METHOD == "slide" or (_FORCE_METHOD is None and t_slide < t_runs):
+            return "slide", t_slide, slide_calls
+        return "runs", t_runs, self.run_calls
 
 
 def _classify(lo: np.ndarray, out_size: int) -> str:
     lens = np.diff(lo)
-    if len(lens) == out_size and lo[0] == 0 and np.all(lens == 1):
+    if len(lens) == out_size and lo[0] == 0 and bool(np.all(lens == 1)):
         return "identity"
-    if lens.max(initial=0) <= 1:
+    if int(lens.max()) <= 1:
         return "scatter"
     return "reduce"
 
 
-def _loop_cost(elements: float, inner_len: float) -> float:
-    return elements * _T_EL + elements / np.maximum(inner_len, 1.0) * _T_LOOP
+def _scatter_index(lo: np.ndarray) -> tuple[slice | np.ndarray, slice | np.ndarray]:
+    """(gradInput indices, gradOut indices) of the one-element windows of a scatter dim."""
+    wins = np.flatnonzero(np.diff(lo) == 1)
+    return _as_index(wins), _as_index(lo[wins])
 
 
-class _TableInfo:
-    """Window table of one reduced dim, with what both summation methods need.
+class _Dim:
+    """Window table of one dim and its kind (cached per sizes, scale and convention)."""
 
-    ``runs`` groups consecutive windows of equal length: window ``i0 + j`` of
-    a run of length ``ell`` covers ``[a + j*ell, a + (j+1)*ell)``, so the run
-    is a sum of ``ell`` strided slices.  The ``slide`` method stores, for
-    every distinct window length ``ell``, the sliding sums of width ``ell`` in
-    one slot of a buffer and gathers every window with a single ``np.take``.
-    """
+    __slots__ = ("lo", "kind", "_info", "_scatter")
 
-    __slots__ = ("lo", "out_size", "runs", "run_calls", "_run_n", "_run_ell", "lengths", "take_idx", "slot_off", "steps")
-
-    def __init__(self, lo: np.ndarray) -> None:
+    def __init__(self, lo: np.ndarray, out_size: int) -> None:
+        lo.setflags(write=False)
         self.lo = lo
-        self.out_size = int(lo[-1])  # gradOut positions this table can touch
-        lens = np.diff(lo)
-        cut = np.flatnonzero(lens[1:] != lens[:-1]) + 1
-        starts = np.concatenate(([0], cut)).astype(np.int64)
-        ends = np.concatenate((cut, [len(lens)])).astype(np.int64)
-        self.runs = [(int(a), int(b), int(lens[a]), int(lo[a])) for a, b in zip(starts, ends)]
-        self._run_n = (ends - starts).astype(np.float64)
-        self._run_ell = lens[starts].astype(np.float64)
-        ell = self._run_ell
-        self.run_calls = int(np.where((ell <= 2) | (ell >= _BIG_RUN), 1, ell - 1).sum())
-        # slide method: one slot per distinct length, zero-length windows read a 1-element zero slot
-        self.lengths = [int(v) for v in np.unique(lens)]
-        off, slot_off = 0, {}
-        for v in self.lengths:
-            slot_off[v] = off
-            off += 1 if v == 0 else self.out_size - v + 1
-        self.slot_off = slot_off
-        offs = np.array([slot_off[v] for v in self.lengths], dtype=np.int64)
-        pos = np.searchsorted(np.array(self.lengths), lens)
-        self.take_idx = offs[pos] + np.where(lens == 0, 0, lo[:-1])
-        steps: list[tuple[int, int, int]] = []  # (width, left width, right offset): S_w = S_left + S_(w-left)[off]
-        have = {1}
+        self.kind = _classify(lo, out_size)
+        self._info: _TableInfo | None = None
+        self._scatter: tuple[Any, Any] | None = None
 
-        def build(w: int) -> None:
-            if w in have:
-                return
-            if w % 2 == 0:
-                build(w // 2)
-                steps.append((w, w // 2, w // 2))
-            else:
-                build(w - 1)
-                steps.append((w, w - 1, w - 1))
-            have.add(w)
+    @property
+    def info(self) -> _TableInfo:
+        if self._info is None:
+            self._info = _TableInfo(self.lo)
+        return self._info
 
-        for v in self.lengths:
-            if v > 1:
-                build(v)
-        self.steps = steps
+    @property
+    def scatter(self) -> tuple[Any, Any]:
+        if self._scatter is None:
+            self._scatter = _scatter_index(self.lo)
+        return self._scatter
 
-    def cost(self, outer: int, inner: int) -> tuple[str, float, int]:
-        """Cheaper method for input ``(outer, O, inner)``: (method, seconds, numpy calls)."""
-        n_el = outer * self._run_n * inner  # outputs of each run
-        ell = self._run_ell
-        adds = np.where(ell <= 1, 1.0, np.where(ell >= _BIG_RUN, ell, ell - 1.0))
-        inner_len = np.full_like(n_el, float(inner)) if inner > 1 else np.where(ell >= _BIG_RUN, ell, self._run_n)
-        t_runs = self.run_calls * _T_CALL + float(np.sum(_loop_cost(n_el * adds, inner_len)))
-        size = self.out_size
-        n_in = outer * size * inner
-        slide_calls = len(self.steps) + (1 if 1 in self.lengths else 0) + (1 if 0 in self.lengths else 0) + 1
-        t_slide = slide_calls * _T_CALL
-        t_slide += len(self.steps) * _loop_cost(n_in, size * inner)  # sliding sums (contiguous per outer row)
-        if 1 in self.lengths:
-            t_slide += _loop_cost(n_in, size * inner)
-        n_win = len(self.lo) - 1
-        t_slide += outer * n_win * (inner * _T_EL + _T_TAKE)
-        if t_runs <= t_slide:
-            return "runs", t_runs, self.run_calls
-        return "slide", t_slide, slide_calls
+
+@functools.lru_cache(maxsize=512)
+def _dim(in_size: int, out_size: int, key: float | None, convention: str) -> _Dim:
+    if convention == "cann":
+        assert key is not None
+        return _Dim(_cann_lo(in_size, out_size, np.float32(key)), out_size)
+    return _Dim(_torch_lo(in_size, out_size, key), out_size)
+
+
+def _dim_keys(
+    osz: tuple[int, ...], isz: tuple[int, ...], scales: list[float | None], convention: str
+) -> tuple[tuple[int, int, float | None, str], ...]:
+    """Cache keys of the three dims: the float32 factor (cann) or the per-dim scale (torch_cpu)."""
+    if convention == "cann":
+        use = all(_given(s) for s in scales)
+        keys = []
+        for k in range(3):
+            i, o = isz[k + 2], osz[k]
+            sf = np.float32(scales[k]) if use else np.float32(o) / np.float32(i)  # type: ignore[arg-type]
+            keys.append((i, o, float(sf), convention))
+        return tuple(keys)
+    return tuple(
+        (isz[k + 2], osz[k], float(scales[k]) if _given(scales[k]) else None, convention)  # type: ignore[arg-type]
+        for k in range(3)
+    )
+
+
+def _lo_tables(
+    osz: tuple[int, ...], isz: tuple[int, ...], scales: list[float | None], convention: str
+) -> list[np.ndarray]:
+    """Read-only window-start tables of D, H, W."""
+    return [_dim(*key).lo for key in _dim_keys(osz, isz, scales, convention)]
 
 
 class _AxisOp:
     """One reduce pass along ``axis`` with a fixed summation method."""
 
-    __slots__ = ("axis", "info", "method")
+    __slots__ = ("axis", "info", "method", "calls")
 
-    def __init__(self, axis: int, info: _TableInfo, method: str) -> None:
+    def __init__(self, axis: int, info: _TableInfo, method: str, calls: int) -> None:
         self.axis = axis
         self.info = info
         self.method = method
+        self.calls = calls
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         if self.method == "runs":
@@ -600,44 +670,39 @@ class _AxisOp:
         info = self.info
         axis = self.axis
         size = info.out_size
-        total = sum(1 if v == 0 else size - v + 1 for v in info.lengths)
+        lengths, slot_off, steps = info.slide_info()
         shape = list(x.shape)
-        shape[axis] = total
+        shape[axis] = sum(1 if v == 0 else size - v + 1 for v in lengths)
         buf = np.empty(shape, dtype=np.float32)
 
         def slot(w: int) -> np.ndarray:
-            o = info.slot_off[w]
+            o = slot_off[w]
             return buf[_idx(axis, slice(o, o + (1 if w == 0 else size - w + 1)))]
 
-        if 0 in info.slot_off:
+        if 0 in slot_off:
             slot(0).fill(0)
-        if 1 in info.slot_off:
+        if 1 in slot_off:
             np.copyto(slot(1), x[_idx(axis, slice(0, size))], casting="unsafe")
         sums: dict[int, np.ndarray] = {1: x}
-        for w, left, off in info.steps:
-            dst = slot(w) if w in info.slot_off else None
-            right = sums[w - left]
+        for w, left in steps:
             sums[w] = np.add(
                 sums[left][_idx(axis, slice(0, size - w + 1))],
-                right[_idx(axis, slice(off, off + size - w + 1))],
-                out=dst,
+                sums[w - left][_idx(axis, slice(left, left + size - w + 1))],
+                out=slot(w) if w in slot_off else None,
                 dtype=np.float32,
             )
-        np.take(buf, info.take_idx, axis=axis, out=out, mode="clip")
+        np.take(buf, info.take_idx(), axis=axis, out=out, mode="clip")
 
 
-def _expand(x: np.ndarray, plans: list[tuple[int, np.ndarray]], out: np.ndarray) -> None:
-    """Scatter pass: every listed axis has windows of at most one element."""
+def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray) -> None:
+    """Scatter pass: zero ``out``, then copy the one-element windows of the listed axes."""
     out.fill(0)
     dst: list[Any] = [slice(None)] * 5
     src: list[Any] = [slice(None)] * 5
-    for axis, lo in plans:
-        wins = np.flatnonzero(np.diff(lo) == 1)
-        dst[axis] = _as_index(wins)
-        src[axis] = _as_index(lo[wins])
-    n_dst = sum(isinstance(v, np.ndarray) for v in dst)
-    n_src = sum(isinstance(v, np.ndarray) for v in src)
-    if n_dst <= 1 and n_src <= 1:
+    for axis, d, s in scat:
+        dst[axis] = d
+        src[axis] = s
+    if sum(isinstance(v, np.ndarray) for v in dst) <= 1 and sum(isinstance(v, np.ndarray) for v in src) <= 1:
         out[tuple(dst)] = x[tuple(src)]
         return
     dst_a = [np.arange(out.shape[k])[v] if not isinstance(v, np.ndarray) else v for k, v in enumerate(dst)]
@@ -645,67 +710,128 @@ def _expand(x: np.ndarray, plans: list[tuple[int, np.ndarray]], out: np.ndarray)
     out[np.ix_(*dst_a)] = x[np.ix_(*src_a)]
 
 
+_Chunk = tuple[tuple[Any, ...], tuple[Any, ...], list[_AxisOp], list[tuple[int, Any, Any]]]
+
+
 class _Plan:
-    """Per-call plan: dim kinds, order and methods of the reduce passes."""
+    """How to compute one call: pass order and methods, then the chunks."""
 
-    def __init__(self, shape_in: tuple[int, ...], layout: str, tables: list[np.ndarray], osz: tuple[int, ...]) -> None:
-        self.layout = layout
+    def __init__(self, shape: tuple[int, ...], layout: str, dims: tuple[_Dim, _Dim, _Dim]) -> None:
         self.axes = _spatial_axes(layout)
-        self.tables = tables
-        self.kinds = [_classify(tables[k], osz[k]) for k in range(3)]
-        self.infos = [_TableInfo(t) if kind == "reduce" else None for t, kind in zip(tables, self.kinds)]
-        self.shape_in = shape_in
-        red = [k for k in range(3) if self.kinds[k] == "reduce"]
-        self.scatter = [k for k in range(3) if self.kinds[k] == "scatter"]
-        best: tuple[float, tuple[int, ...], int, list[str]] | None = None
+        self.dims = dims
+        kinds = [d.kind for d in dims]
+        self.copy_only = all(k == "identity" for k in kinds)
+        red = [k for k in range(3) if kinds[k] == "reduce"]
+        self.scatter = [k for k in range(3) if kinds[k] == "scatter"]
+        best: tuple[float, tuple[int, ...], list[str], int] | None = None
         for order in itertools.permutations(red):
-            cost, calls, methods = self._cost(order)
+            cost, methods, calls = self._cost(shape, order)
             if best is None or cost < best[0]:
-                best = (cost, order, calls, methods)
+                best = (cost, order, methods, calls)
         assert best is not None
-        self.est, self.order, calls, self.methods = best
-        self.calls = calls + (2 if self.scatter else 0)
+        est, self.order, self.methods, calls = best
+        calls += 2 if self.scatter else 0
+        self.chunks = self._chunks(shape, layout, est, calls)
 
-    def _cost(self, order: tuple[int, ...]) -> tuple[float, int, list[str]]:
-        shape = list(self.shape_in)
+    def _cost(self, shape: tuple[int, ...], order: tuple[int, ...]) -> tuple[float, list[str], int]:
+        cur = list(shape)
         total, calls, methods = 0.0, 0, []
         for k in order:
             ax = self.axes[k]
-            out_shape = list(shape)
-            out_shape[ax] = len(self.tables[k]) - 1
-            inner = math.prod(shape[ax + 1 :])
-            m, t, c = self.infos[k].cost(math.prod(shape[:ax]), inner)
+            m, t, c = self.dims[k].info.cost(math.prod(cur[:ax]), math.prod(cur[ax + 1 :]))
             total += t
             calls += c
             methods.append(m)
-            shape = out_shape
-        return total, calls, methods
+            cur[ax] = len(self.dims[k].lo) - 1
+        return total, methods, calls
 
-    def ops(self, d_table: np.ndarray | None = None) -> list[_AxisOp]:
-        """Reduce passes in order; ``d_table`` replaces the D table (D-blocked chunks)."""
-        res = []
+    def _ops(self, d_info: _TableInfo | None = None) -> list[_AxisOp]:
+        ops = []
         for k, m in zip(self.order, self.methods):
-            info = _TableInfo(d_table) if (k == 0 and d_table is not None) else self.infos[k]
-            res.append(_AxisOp(self.axes[k], info, m))
+            info = d_info if (k == 0 and d_info is not None) else self.dims[k].info
+            ops.append(_AxisOp(self.axes[k], info, m, info.run_calls if m == "runs" else 4))
+        return ops
+
+    def _scat(self, d_lo: np.ndarray | None = None) -> list[tuple[int, Any, Any]]:
+        res = []
+        for k in self.scatter:
+            d, s = _scatter_index(d_lo) if (k == 0 and d_lo is not None) else self.dims[k].scatter
+            res.append((self.axes[k], d, s))
         return res
 
+    def _chunks(self, shape: tuple[int, ...], layout: str, est: float, calls: int) -> list[_Chunk]:
+        size = math.prod(shape)
+        everything = (slice(None),) * 5
+        if self.copy_only or size == 0:
+            return []
+        if not self.order:  # pure scatter: a single pass, nothing accumulates
+            return [(everything, everything, [], self._scat())]
+        want = max(1, size // _CHUNK_ELEMS)
+        budget = max(1, int(_OVERHEAD_SHARE * max(est, size * _T_EL) / ((calls + 3) * _T_CALL)))
+        n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
+        if n_chunks <= 1:
+            return [(everything, everything, self._ops(), self._scat())]
+        batch = (0, 1) if layout == "NCDHW" else (0,)
+        n_units = math.prod(shape[a] for a in batch)
+        units = max(1, n_units // n_chunks)
+        if layout == "NDHWC":
+            bsl = [(slice(a, min(a + units, shape[0])),) for a in range(0, shape[0], units)]
+        elif units < shape[1]:
+            bsl = [
+                (slice(a, a + 1), slice(b, min(b + units, shape[1])))
+                for a in range(shape[0])
+                for b in range(0, shape[1], units)
+            ]
+        else:
+            step = units // shape[1]
+            bsl = [(slice(a, min(a + step, shape[0])), slice(None)) for a in range(0, shape[0], step)]
+        lo_d = self.dims[0].lo
+        i_d = len(lo_d) - 1
+        d_blocks = min(i_d, -(-n_chunks // n_units)) if n_chunks > n_units else 1
+        d_ax = self.axes[0]
+        blocks: list[tuple[slice, slice, list[_AxisOp], list[tuple[int, Any, Any]]]] = []
+        if d_blocks == 1:
+            blocks.append((slice(None), slice(None), self._ops(), self._scat()))
+        else:
+            edges = [round(b * i_d / d_blocks) for b in range(d_blocks + 1)]
+            for i0, i1 in zip(edges[:-1], edges[1:]):
+                if i1 <= i0:
+                    continue
+                o0, o1 = int(lo_d[i0]), int(lo_d[i1])
+                local = lo_d[i0 : i1 + 1] - o0
+                d_info = _TableInfo(local) if self.dims[0].kind == "reduce" else None
+                blocks.append((slice(o0, o1), slice(i0, i1), self._ops(d_info), self._scat(local)))
+        chunks: list[_Chunk] = []
+        for bs in bsl:
+            for gd, rd, ops, scat in blocks:
+                gi: list[Any] = list(bs) + [slice(None)] * (5 - len(bs))
+                ri = list(gi)
+                gi[d_ax] = gd
+                ri[d_ax] = rd
+                chunks.append((tuple(gi), tuple(ri), ops, scat))
+        return chunks
 
-def _backward_chunk(g: np.ndarray, plan: _Plan, ops: list[_AxisOp], d_table: np.ndarray, res: np.ndarray) -> None:
-    """Compute one chunk: ``g`` is the gradOut chunk, ``res`` the matching gradInput chunk."""
-    x = g
-    final_direct = not plan.scatter and res.dtype == _F32
+
+@functools.lru_cache(maxsize=128)
+def _plan(shape: tuple[int, ...], layout: str, keys: tuple[tuple[int, int, float | None, str], ...]) -> _Plan:
+    return _Plan(shape, layout, tuple(_dim(*k) for k in keys))  # type: ignore[arg-type]
+
+
+def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray) -> None:
+    """One chunk: reduce passes, then the scatter pass (or the final cast)."""
+    direct = not scat and res.dtype == _F32
+    last = len(ops) - 1
     for j, op in enumerate(ops):
-        shape = list(x.shape)
-        shape[op.axis] = len(op.info.lo) - 1
-        if j == len(ops) - 1 and final_direct:
+        if j == last and direct:
             dst = res
         else:
+            shape = list(x.shape)
+            shape[op.axis] = len(op.info.lo) - 1
             dst = np.empty(shape, dtype=np.float32)
         op(x, dst)
         x = dst
-    if plan.scatter:
-        tabs = [d_table if k == 0 else plan.tables[k] for k in plan.scatter]
-        _expand(x, [(plan.axes[k], t) for k, t in zip(plan.scatter, tabs)], res)
+    if scat:
+        _expand(x, scat, res)
     elif x is not res:
         np.copyto(res, x, casting="unsafe")
 
@@ -713,63 +839,11 @@ def _backward_chunk(g: np.ndarray, plan: _Plan, ops: list[_AxisOp], d_table: np.
 def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray) -> None:
     if g.size == 0 or res.size == 0:
         return
-    if not plan.order and not plan.scatter:  # identity in every dim
+    if plan.copy_only:  # identity in every dim: one element per window, nothing to add
         np.copyto(res, g, casting="unsafe")
         return
-    lo_d = plan.tables[0]
-    if not plan.order:  # pure scatter: one pass, nothing to accumulate
-        _backward_chunk(g, plan, [], lo_d, res)
-        return
-    layout = plan.layout
-    batch_axes = (0, 1) if layout == "NCDHW" else (0,)
-    n_units = math.prod(g.shape[a] for a in batch_axes)
-    # Chunk count: about _CHUNK_ELEMS gradOut elements per chunk, unless the
-    # Python overhead of the numpy calls of each chunk would dominate.
-    want = max(1, g.size // _CHUNK_ELEMS)
-    budget = max(1, int(0.15 * max(plan.est, g.size * 0.2e-9) / max(plan.calls * _T_CALL, 1e-9)))
-    n_chunks = min(want, budget)
-    if _FORCE_CHUNKS is not None:
-        n_chunks = _FORCE_CHUNKS
-    if n_chunks <= 1:
-        _backward_chunk(g, plan, plan.ops(), lo_d, res)
-        return
-    d_ax = plan.axes[0]
-    i_d = len(lo_d) - 1
-    units_per_chunk = max(1, n_units // n_chunks)
-    d_blocks = min(i_d, -(-n_chunks // n_units)) if n_chunks > n_units else 1
-    edges = [round(b * i_d / d_blocks) for b in range(d_blocks + 1)]
-    blocks = []  # (gradOut D slice, gradInput D slice, local D table, ops)
-    for b in range(d_blocks):
-        i0, i1 = edges[b], edges[b + 1]
-        if i1 <= i0:
-            continue
-        if d_blocks == 1:
-            blocks.append((slice(None), slice(None), lo_d, plan.ops()))
-            continue
-        o0, o1 = int(lo_d[i0]), int(lo_d[i1])
-        local = lo_d[i0 : i1 + 1] - o0
-        blocks.append((slice(o0, o1), slice(i0, i1), local, plan.ops(local)))
-    if layout == "NDHWC":
-        n = g.shape[0]
-        bsl = [(slice(a, min(a + units_per_chunk, n)),) for a in range(0, n, units_per_chunk)]
-    else:
-        n, c = g.shape[0], g.shape[1]
-        if units_per_chunk >= c:
-            step = units_per_chunk // c
-            bsl = [(slice(a, min(a + step, n)), slice(None)) for a in range(0, n, step)]
-        else:
-            bsl = [
-                (slice(a, a + 1), slice(b, min(b + units_per_chunk, c)))
-                for a in range(n)
-                for b in range(0, c, units_per_chunk)
-            ]
-    for bs in bsl:
-        for gd, rd, local, ops in blocks:
-            gi: list[Any] = list(bs) + [slice(None)] * (5 - len(bs))
-            ri: list[Any] = list(gi)
-            gi[d_ax] = gd
-            ri[d_ax] = rd
-            _backward_chunk(g[tuple(gi)], plan, ops, local, res[tuple(ri)])
+    for gi, ri, ops, scat in plan.chunks:
+        _backward_chunk(g[gi], ops, scat, res[ri])
 
 
 def upsample_nearest_exact3d_backward(
@@ -847,7 +921,6 @@ def upsample_nearest_exact3d_backward(
         if np.may_share_memory(out, g):
             raise ValueError("out must not overlap grad_output in memory")
         res = out
-    tables = _lo_tables(osz, isz, scales, convention)
-    plan = _Plan(g.shape, layout, tables, osz)
+    plan = _plan(g.shape, layout, _dim_keys(osz, isz, scales, convention))
     _run_backward(g, plan, res)
     return res

@@ -18,6 +18,7 @@ so a session made on one thread works on another.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import weakref
 from typing import Any, Optional, Sequence, Union
@@ -41,10 +42,9 @@ from acl_bindings import (
 
 from . import checks
 from ._api import OP
+from .plans import Plan, PlanCache, plan_key
 
 __all__ = ["Session", "DeviceArray"]
-
-_ALIGN = 64
 
 
 def _positive_strides(array: np.ndarray, param: str) -> tuple[int, ...]:
@@ -118,7 +118,9 @@ class DeviceArray:
             return
         self.tensor.close()
         if not self.session.closed:
-            self.session._sync_if_pending()
+            # always: work queued through the raw two-phase API may still read this buffer
+            self.session.device.activate()
+            self.session._sync()
         self.buffer.close()
 
     def _check_open(self) -> None:
@@ -134,6 +136,17 @@ class DeviceArray:
     def __repr__(self) -> str:
         return (f"<DeviceArray shape={self.shape} dtype={self.dtype} layout={self.layout} "
                 f"strides={self.strides} offset={self.offset}{' closed' if self.closed else ''}>")
+
+
+def _offset_in_base(array: np.ndarray, addr: int) -> int:
+    """Byte offset of *array*'s first element from the start of the numpy array it views (0 if none)."""
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is array:
+        return 0
+    start = int(root.ctypes.data)
+    return addr - start if 0 <= addr - start < root.nbytes else 0
 
 
 def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
@@ -152,14 +165,19 @@ class Session:
     ----------
     device_id:
         The device to use (``aclrtSetDevice``).
+    plans:
+        Keep a repeatable executor per call shape and only update addresses on later
+        calls (see :mod:`upsample3d_grad.plans`).  ``False``: every call runs both phases.
 
     A context manager: ``close()`` releases everything it created, in reverse order,
     after the stream has finished.  ``repr()`` names the backend (real CANN or the
     simulator).
     """
 
-    def __init__(self, device_id: int = 0) -> None:
+    def __init__(self, device_id: int = 0, *, plans: bool = True) -> None:
         self._closed = True
+        self.use_plans = plans
+        self.plans = PlanCache()
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
         self._lock = threading.RLock()
         self._pending = False
@@ -203,7 +221,7 @@ class Session:
                 except Exception as exc:
                     errors.append(exc)
             self._closed = True
-            for release in (self.workspace.release, self.stream.close, self.device.close):
+            for release in (self.plans.clear, self.workspace.release, self.stream.close, self.device.close):
                 try:
                     release()
                 except Exception as exc:
@@ -238,11 +256,13 @@ class Session:
 
     # ------------------------------------------------------------------ arrays
     def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
-        """Copy *array* to the device, keeping its strides (no host copy).
+        """Copy *array* to the device, keeping its strides and offset (no host copy).
 
-        The bytes from the first to the last element go up as they are; the
-        aclTensor gets the numpy strides (in elements) and an element offset that
-        keeps the device address 64-byte aligned like the host's sub-alignment.
+        For a view into a larger numpy array, the bytes from the base array's start (when
+        that prefix is no larger than the view's own span) to the view's last element go
+        up as they are: the aclTensor gets the numpy strides and the view's element offset
+        in its base.  Otherwise the bytes from the first to the last element go up, with
+        offset 0.
         """
         self._check_open()
         if not isinstance(array, np.ndarray):
@@ -252,16 +272,18 @@ class Session:
         strides = _positive_strides(array, param)
         addr, nbytes = host_span(array)
         item = array.itemsize
-        lead = (addr % _ALIGN) if addr % item == 0 else 0
         if addr % item:
             raise checks.AclnnParamError(161002, checks.PHASE1,
                                          f"{param}: data address {addr:#x} is not aligned to its item size {item}")
+        lead = _offset_in_base(array, addr)
+        if lead > nbytes or lead % item:
+            lead = 0
         total = max(lead + nbytes, item)
         buf = DeviceBuffer(self.device, total)
         try:
             if nbytes:
-                staging = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_char * (lead + nbytes)).from_address(addr - lead))
-                buf.upload(staging.view(np.uint8))
+                raw = (ctypes.c_char * (lead + nbytes)).from_address(addr - lead)
+                buf.upload(np.frombuffer(raw, np.uint8))
             arr = DeviceArray(self, buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides,
                               lead // item)
         except BaseException:
@@ -369,10 +391,19 @@ class Session:
 
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: tuple[float, float, float], gi: DeviceArray) -> int:
-        """Phase 1, workspace, phase 2 on the session's stream.  Returns the workspace size."""
-        with IntArray(list(output_size)) as out_arr, IntArray(list(input_size)) as in_arr:
-            size = OP(go.tensor, out_arr, in_arr, *scales, gi.tensor, stream=self.stream,
-                      workspace=self.workspace, keep=(go, gi, out_arr, in_arr))
+        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size."""
+        if self.use_plans:
+            key = plan_key(go, gi, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), scales)
+            plan, kept = self.plans.get(key, lambda: Plan(go, gi, key[10], key[11], scales), self._sync_if_pending)
+            try:
+                size = plan.run(go, gi, self.workspace, self.stream)
+            finally:
+                if not kept:
+                    plan.close()
+        else:
+            with IntArray(list(output_size)) as out_arr, IntArray(list(input_size)) as in_arr:
+                size = OP(go.tensor, out_arr, in_arr, *scales, gi.tensor, stream=self.stream,
+                          workspace=self.workspace, keep=(go, gi, out_arr, in_arr))
         self._pending = True
         self.calls += 1
         self.last_workspace_size = size

@@ -146,6 +146,69 @@ def _error_text(what: str, detail: str) -> str:
     )
 
 
+class _BuildError(Exception):
+    """A build step failed: ``what`` failed, ``detail`` says how."""
+
+    def __init__(self, what: str, detail: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self.detail = detail
+
+
+def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: str | None, quiet: bool) -> dict:
+    """Compile the three libraries and publish them into lib_dir; returns BUILD_INFO content."""
+    compiler = find_compiler(cc)
+    if compiler is None:
+        raise _BuildError("no C compiler found", f"Looked for: {cc or os.environ.get('CC') or 'cc, gcc, clang'}.")
+    srcs = _sources()
+    steps = [
+        ("runtime", []),
+        ("nnopbase", [f"-l{runtime_name}"]),
+        ("op", ["-lnnopbase", f"-l{runtime_name}", "-lm"]),
+    ]
+    commands: list[list[str]] = []
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=lib_dir) as tmp:
+        tmp_dir = Path(tmp)
+        for key, libs in steps:
+            cmd = [
+                compiler,
+                *CFLAGS,
+                f"-I{SRC}",
+                "-o",
+                str(tmp_dir / names[key]),
+                *[str(s) for s in srcs[key]],
+                f"-L{tmp_dir}",
+                *libs,
+                f"-Wl,-soname,{names[key]}",
+                *LDFLAGS,
+            ]
+            commands.append(cmd)
+            if not quiet:
+                print(" ".join(cmd), file=sys.stderr)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            except OSError as exc:
+                raise _BuildError(f"running the compiler {compiler}", str(exc)) from exc
+            if proc.returncode != 0:
+                raise _BuildError(
+                    f"compiling {names[key]} (exit status {proc.returncode})",
+                    "Command:\n  " + " ".join(cmd) + "\n\nCompiler output:\n" + proc.stdout + proc.stderr,
+                )
+            if not quiet and (proc.stdout or proc.stderr):
+                print(proc.stdout + proc.stderr, file=sys.stderr)
+        # publish: each rename is atomic, so no reader ever sees a half-written library
+        for key in ("runtime", "nnopbase", "op"):
+            os.replace(tmp_dir / names[key], lib_dir / names[key])
+    return {
+        "compiler": compiler,
+        "cflags": CFLAGS,
+        "ldflags": LDFLAGS,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "libraries": names,
+        "commands": commands,
+    }
+
+
 def build(
     root: Path | str | None = None,
     *,
@@ -201,102 +264,49 @@ def build(
         "error": None,
     }
 
-    def fail(what: str, detail: str) -> dict:
-        text = _error_text(what, detail)
-        try:
-            root_path.mkdir(parents=True, exist_ok=True)
-            err_file.write_text(text)
-        except OSError:
-            pass
-        result["error"] = text
-        if check:
-            raise RuntimeError(text)
-        return result
-
-    for label, value in (("runtime_name", runtime_name), ("op_lib_name", op_lib_name)):
-        if not value or not all(ch.isalnum() or ch in "_-" for ch in value):
-            return fail(f"invalid {label} {value!r}", "Library base names may use letters, digits, '_' and '-'.")
-
-    missing = [str(p) for srcs in _sources().values() for p in srcs if not p.is_file()]
-    if missing:
-        return fail("missing source files", "Not found:\n  " + "\n  ".join(missing))
-
-    try:
-        lib_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return fail(f"cannot create {lib_dir}", str(exc))
-
-    with _file_lock(root_path / ".build.lock"):
-        if not force and _up_to_date(lib_dir, names):
-            result["ok"] = True
-            with contextlib.suppress(OSError):
-                err_file.unlink()
-            return result
-
-        compiler = find_compiler(cc)
-        result["compiler"] = compiler
-        if compiler is None:
-            tried = cc or os.environ.get("CC") or "cc, gcc, clang"
-            return fail("no C compiler found", f"Looked for: {tried}.")
-
-        srcs = _sources()
-        with tempfile.TemporaryDirectory(prefix=".build-", dir=lib_dir) as tmp:
-            tmp_dir = Path(tmp)
-            steps = [
-                ("runtime", [], ["-ldl"]),
-                ("nnopbase", [], [f"-l{runtime_name}"]),
-                ("op", [], ["-lnnopbase", f"-l{runtime_name}", "-lm"]),
-            ]
-            commands: list[list[str]] = []
-            for key, extra_cflags, libs in steps:
-                out = tmp_dir / names[key]
-                cmd = [
-                    compiler,
-                    *CFLAGS,
-                    *extra_cflags,
-                    f"-I{SRC}",
-                    "-o",
-                    str(out),
-                    *[str(s) for s in srcs[key]],
-                    f"-L{tmp_dir}",
-                    *libs,
-                    f"-Wl,-soname,{names[key]}",
-                    *LDFLAGS,
-                ]
-                commands.append(cmd)
-                if not quiet:
-                    print(" ".join(cmd), file=sys.stderr)
-                try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                except OSError as exc:
-                    return fail(f"running the compiler {compiler}", str(exc))
-                if proc.returncode != 0:
-                    return fail(
-                        f"compiling {names[key]} (exit status {proc.returncode})",
-                        "Command:\n  " + " ".join(cmd) + "\n\nCompiler output:\n" + proc.stdout + proc.stderr,
-                    )
-                if not quiet and (proc.stdout or proc.stderr):
-                    print(proc.stdout + proc.stderr, file=sys.stderr)
-            # publish: each rename is atomic, so no reader ever sees a half-written library
-            for key in ("runtime", "nnopbase", "op"):
-                os.replace(tmp_dir / names[key], lib_dir / names[key])
-        info = {
-            "compiler": compiler,
-            "cflags": CFLAGS,
-            "ldflags": LDFLAGS,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "libraries": names,
-            "runtime_name": runtime_name,
-            "op_lib_name": op_lib_name,
-            "commands": commands,
-        }
-        tmp_info = lib_dir / f".BUILD_INFO.json.{os.getpid()}"
-        tmp_info.write_text(json.dumps(info, indent=2) + "\n")
-        os.replace(tmp_info, lib_dir / "BUILD_INFO.json")
+    def succeed(rebuilt: bool) -> dict:
+        result["ok"] = True
+        result["rebuilt"] = rebuilt
         with contextlib.suppress(OSError):
             err_file.unlink()
-        result["ok"] = True
-        result["rebuilt"] = True
+        return result
+
+    try:
+        for label, value in (("runtime_name", runtime_name), ("op_lib_name", op_lib_name)):
+            if not value or not all(ch.isalnum() or ch in "_-" for ch in value):
+                raise _BuildError(f"invalid {label} {value!r}", "Library base names may use letters, digits, '_', '-'.")
+        if not force and _up_to_date(lib_dir, names):  # fast path, also for a read-only installed tree
+            return succeed(False)
+        missing = [str(p) for srcs in _sources().values() for p in srcs if not p.is_file()]
+        if missing:
+            raise _BuildError("missing source files", "Not found:\n  " + "\n  ".join(missing))
+        try:
+            lib_dir.mkdir(parents=True, exist_ok=True)
+            lock = _file_lock(root_path / ".build.lock")
+            lock.__enter__()
+        except OSError as exc:
+            raise _BuildError(f"cannot write to {root_path}", str(exc)) from exc
+        try:
+            if not force and _up_to_date(lib_dir, names):  # another process built it meanwhile
+                return succeed(False)
+            info = _compile_all(lib_dir, names, runtime_name, cc, quiet)
+            result["compiler"] = info["compiler"]
+            tmp_info = lib_dir / f".BUILD_INFO.json.{os.getpid()}"
+            tmp_info.write_text(json.dumps(info, indent=2) + "\n")
+            os.replace(tmp_info, lib_dir / "BUILD_INFO.json")
+        except OSError as exc:
+            raise _BuildError(f"writing into {lib_dir}", str(exc)) from exc
+        finally:
+            lock.__exit__(None, None, None)
+        return succeed(True)
+    except _BuildError as exc:
+        text = _error_text(exc.what, exc.detail)
+        with contextlib.suppress(OSError):
+            root_path.mkdir(parents=True, exist_ok=True)
+            err_file.write_text(text)
+        result["error"] = text
+        if check:
+            raise RuntimeError(text) from None
         return result
 
 

@@ -260,6 +260,7 @@ def test_single_use_executor_cannot_run_twice(no_leaks: None) -> None:
             OP.execute(ws, size, ex, s.stream)
             with pytest.raises(ab.ClosedError):
                 OP.execute(ws, size, ex, s.stream)
+        s.synchronize()
         a.close()
         out.close()
 

@@ -21,7 +21,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_PY = REPO / "acl_bindings" / "sim" / "build.py"
-KERNEL_C = REPO / "acl_bindings" / "sim" / "src" / "us3d_kernel.c"
 
 
 def _load_build_module():
@@ -298,8 +297,7 @@ def run_py(
     if env:
         full_env.update(env)
     script = "import numpy as np\nfrom simh import *\n" + textwrap.dedent(code)
-    proc = subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"scenario failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -348,7 +346,8 @@ def test_init_finalize_codes(sim):
 
 
 def test_device_count_from_env_and_identity(sim):
-    sim("""
+    sim(
+        """
         ok(rt.aclInit(None))
         cnt = u32()
         ok(rt.aclrtGetDeviceCount(C.byref(cnt)))
@@ -375,13 +374,18 @@ def test_device_count_from_env_and_identity(sim):
         mode = C.c_int(-1)
         ok(rt.aclrtGetRunMode(C.byref(mode)))
         assert mode.value == 1
-    """, env={"CANN_SIM_DEVICE_COUNT": "5"})
+    """,
+        env={"CANN_SIM_DEVICE_COUNT": "5"},
+    )
 
 
 def test_bad_env_is_reported_by_aclinit(sim):
-    sim("""
+    sim(
+        """
         expect(rt.aclInit(None), INVALID_PARAM, "CANN_SIM_DEVICE_COUNT")
-    """, env={"CANN_SIM_DEVICE_COUNT": "two"})
+    """,
+        env={"CANN_SIM_DEVICE_COUNT": "two"},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,7 +480,8 @@ def test_user_contexts(sim):
 
 
 def test_memory_checks(sim):
-    sim("""
+    sim(
+        """
         init(0)
         p = vp()
         expect(rt.aclrtMalloc(C.byref(p), 0, 0), INVALID_PARAM, "size is 0")
@@ -530,7 +535,9 @@ def test_memory_checks(sim):
         assert live("device_buffer") == 0 and live("host_buffer") == 0
         ok(rt.aclrtResetDevice(0))
         ok(rt.aclFinalize())
-    """, env={"CANN_SIM_MEM_BYTES": "1M"})
+    """,
+        env={"CANN_SIM_MEM_BYTES": "1M"},
+    )
 
 
 def test_new_device_memory_is_not_zero(sim):
@@ -550,7 +557,8 @@ def test_new_device_memory_is_not_zero(sim):
 
 
 def test_deferred_stream_stale_until_sync(sim):
-    sim("""
+    sim(
+        """
         assert rt.cannsimSetDefer(1) == 1              # CANN_SIM_DEFER=1 was read at load
         init(0)
         s = stream()
@@ -592,7 +600,9 @@ def test_deferred_stream_stale_until_sync(sim):
         expect(rt.aclrtDestroyStream(None), INVALID_PARAM)
         ok(rt.aclrtFree(a))
         assert rt.cannsimSetDefer(0) == 1
-    """, env={"CANN_SIM_DEFER": "1"})
+    """,
+        env={"CANN_SIM_DEFER": "1"},
+    )
 
 
 def test_stream_of_other_device_is_rejected(sim):
@@ -747,13 +757,22 @@ def test_executor_single_use_and_destroy(sim):
         ws2, ex2 = smp.phase1()
         ok(nn.aclDestroyAclOpExecutor(ex2))
         expect(phase2(w, ws2, ex2, s), PARAM_INVALID)
-        # a failed phase 2 does not consume the executor
+        # a failed phase 2 consumes a single-use executor too (the binding never destroys one after phase 2)
+        for bad_ws, bad_size, code, words in ((None, 0, NULLPTR, ("workspace is NULL",)),
+                                              (w, -1, PARAM_INVALID, ("smaller",)),
+                                              ("host", 0, PARAM_INVALID, ("workspace", "not device memory"))):
+            ws3, ex3 = smp.phase1()
+            host_ws = np.zeros(ws3, dtype=np.uint8)
+            addr = host_ws.ctypes.data if bad_ws == "host" else bad_ws
+            expect(phase2(addr, ws3 + bad_size if bad_size else (ws3 if bad_ws == "host" else 0), ex3, s), code, *words)
+            assert live("executor") == 0
+            expect(phase2(w, ws3, ex3, s), PARAM_INVALID, "already used or destroyed")
+        # a repeatable executor survives a failed phase 2
         ws3, ex3 = smp.phase1()
-        expect(phase2(None, 0, ex3, s), NULLPTR, "workspace is NULL")
+        ok(nn.aclSetAclOpExecutorRepeatable(ex3))
         expect(phase2(w, ws3 - 1, ex3, s), PARAM_INVALID, "smaller")
-        host_ws = np.zeros(ws3, dtype=np.uint8)
-        expect(phase2(host_ws.ctypes.data, ws3, ex3, s), PARAM_INVALID, "workspace", "not device memory")
         ok(phase2(w, ws3, ex3, s))
+        ok(nn.aclDestroyAclOpExecutor(ex3))
         expect(phase2(None, 0, None, s), NULLPTR)
         ok(rt.aclrtSynchronizeStream(s))
         ok(rt.aclrtFree(w))
@@ -884,13 +903,14 @@ def test_operator_phase2_without_context(sim):
             expect(phase2(w, ws, ex, None), RUNTIME_ERROR, "aclnnUpsampleNearestExact3dBackward", "107002")
 
         run_threads(worker, 1)
-        ok(phase2(w, ws, ex, None))                    # still usable: the failure did not consume it
+        assert live("executor") == 0                   # the failed phase 2 consumed the single-use executor
+        ws, ex = smp.phase1()
+        ok(phase2(w, ws, ex, None))
         ok(rt.aclrtSynchronizeStream(None))
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
     """)
 
 
-@pytest.mark.skipif(not KERNEL_C.exists(), reason="us3d_kernel.c (the operator core) is not written yet")
 def test_operator_known_answer_sample(sim):
     sim("""
         init(0)
@@ -915,7 +935,10 @@ def test_operator_layouts_match_numpy_oracle(sim):
         def oracle(go, isz3, scales=None):
             N, Cc, oD, oH, oW = go.shape
             outs3 = (oD, oH, oW)
-            ss = [np.float32(x) for x in scales] if scales else [np.float32(o) / np.float32(i) for o, i in zip(outs3, isz3)]
+            if scales:
+                ss = [np.float32(x) for x in scales]
+            else:
+                ss = [np.float32(o) / np.float32(i) for o, i in zip(outs3, isz3)]
             los = [lo_table(I, O, s) for I, O, s in zip(isz3, outs3, ss)]
             gi = np.zeros((N, Cc) + tuple(isz3), dtype=np.float32)
             for d in range(isz3[0]):
@@ -993,13 +1016,94 @@ def test_concurrent_operator_calls(sim):
     """)
 
 
+def test_garbage_handles_never_crash(sim):
+    sim("""
+        init(0)
+        g = 0x12345678                                 # not a handle of any kind, never dereferenced
+        expect(rt.aclrtFree(g), RT_PARAM)
+        expect(rt.aclrtFreeHost(g), RT_PARAM)
+        expect(rt.aclrtDestroyStream(g), RT_PARAM, "not a live stream")
+        expect(rt.aclrtSynchronizeStream(g), RT_PARAM)
+        expect(rt.aclrtSynchronizeStreamWithTimeout(g, 10), RT_PARAM)
+        expect(rt.aclrtMemsetAsync(g, 8, 0, 8, g), RT_PARAM)
+        expect(rt.aclrtSetCurrentContext(g), RT_PARAM, "not a live context")
+        expect(rt.aclrtDestroyContext(g), RT_PARAM)
+        expect(rt.aclrtRecordEvent(g, None), RT_PARAM, "not a live event")
+        expect(rt.aclrtSynchronizeEvent(g), RT_PARAM)
+        expect(rt.aclrtDestroyEvent(g), RT_PARAM)
+        ms = C.c_float()
+        expect(rt.aclrtEventElapsedTime(C.byref(ms), g, g), RT_PARAM)
+        expect(rt.aclrtMemcpy(g, 8, 16, 8, H2H), INVALID_PARAM, "not a valid address")
+        expect(nn.aclDestroyTensor(g), PARAM_INVALID)
+        expect(nn.aclDestroyIntArray(g), PARAM_INVALID)
+        expect(nn.aclDestroyAclOpExecutor(g), PARAM_INVALID)
+        expect(nn.aclSetAclOpExecutorRepeatable(g), PARAM_INVALID)
+        expect(nn.aclSetInputTensorAddr(g, 0, g, g), PARAM_INVALID)
+        expect(phase2(g, 16, g, None), PARAM_INVALID, "already used or destroyed")
+        expect(op.aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(g, g, g, 0, 0, 0, g, C.byref(u64()),
+               C.byref(vp())), PARAM_INVALID, "not a live aclTensor")
+    """)
+
+
+def test_deferred_streams_shared_by_threads(sim):
+    sim("""
+        rt.cannsimSetDefer(1)
+        init(0)
+        ctx = vp()
+        ok(rt.aclrtGetCurrentContext(C.byref(ctx)))
+        shared = stream()
+
+        def worker(i):
+            ok(rt.aclrtSetCurrentContext(ctx))
+            for k in range(10):
+                smp = Sample(np)
+                ws, ex = smp.phase1()
+                w = malloc(ws)
+                ok(phase2(w, ws, ex, shared))
+                if k % 3 == 0:
+                    ok(rt.aclrtSynchronizeDevice())
+                else:
+                    ok(rt.aclrtSynchronizeStream(shared))
+                assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+                ok(rt.aclrtFree(w))
+                smp.release()
+
+        run_threads(worker, 4)
+        ok(rt.aclrtDestroyStream(shared))
+        assert all(v == 0 for k, v in all_live().items() if k != "device_ref"), all_live()
+    """)
+
+
+def test_finalize_runs_pending_work_and_releases(sim):
+    sim("""
+        rt.cannsimSetDefer(1)
+        init(0)
+        s = stream()
+        host = np.zeros(1024, dtype=np.float32)
+        a = malloc(host.nbytes)
+        ok(rt.aclrtMemsetAsync(a, host.nbytes, 0, host.nbytes, s))
+        ok(rt.aclrtMemcpyAsync(host.ctypes.data, host.nbytes, a, host.nbytes, D2H, s))
+        host[:] = 3
+        ok(rt.aclFinalize())                           # drains the queue, then releases everything
+        assert (host == 0).all()
+        assert all(v == 0 for v in all_live().values()), all_live()
+        expect(rt.aclrtDestroyStream(s), UNINIT)
+        ok(rt.aclInit(None))
+        ok(rt.aclrtSetDevice(0))
+        expect(rt.aclrtDestroyStream(s), RT_PARAM, "not a live stream")   # old handles stay invalid
+        expect(rt.aclrtFree(a), RT_PARAM)
+        ok(rt.aclFinalize())
+    """)
+
+
 # ---------------------------------------------------------------------------------------------
 # fault injection, accounting, report
 # ---------------------------------------------------------------------------------------------
 
 
 def test_fault_injection_from_env(sim):
-    sim("""
+    sim(
+        """
         init(0)
         a = malloc(64)
         p = vp()
@@ -1012,7 +1116,9 @@ def test_fault_injection_from_env(sim):
         ok(nn.aclDestroyTensor(t))
         assert rt.aclrtGetSocName() == b"CANN-Simulator"   # exempt
         ok(rt.aclrtFree(a)); ok(rt.aclrtFree(b))
-    """, env={"CANN_SIM_FAULT": "aclrtMalloc:2:207001, aclCreateTensor:1:161002,aclrtGetSocName:1:5"})
+    """,
+        env={"CANN_SIM_FAULT": "aclrtMalloc:2:207001, aclCreateTensor:1:161002,aclrtGetSocName:1:5"},
+    )
 
 
 def test_fault_injection_api(sim):
@@ -1034,7 +1140,9 @@ def test_fault_injection_api(sim):
         ws, ex = smp.phase1()
         w = malloc(ws)
         expect(phase2(w, ws, ex, None), 361001, "injected fault")     # the message is still delivered
-        ok(phase2(w, ws, ex, None))                                    # executor not consumed by the fault
+        assert live("executor") == 0                                   # the fault consumed the executor
+        ws, ex = smp.phase1()
+        ok(phase2(w, ws, ex, None))
         ok(rt.aclrtSynchronizeStream(None))
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
         ok(rt.cannsimSetFault(b""))
@@ -1043,7 +1151,8 @@ def test_fault_injection_api(sim):
 
 def test_accounting_and_exit_report(sim, tmp_path):
     report = tmp_path / "report.json"
-    sim("""
+    sim(
+        """
         import json, os
         assert live("nonsense") == -1
         init(0)
@@ -1073,7 +1182,9 @@ def test_accounting_and_exit_report(sim, tmp_path):
         ok(rt.aclFinalize())
         assert live("device_buffer") == 0 and live("device_ref") == 0
         assert live("tensor") == 1                    # host objects are not released by aclFinalize
-    """, env={"CANN_SIM_REPORT": str(report)})
+    """,
+        env={"CANN_SIM_REPORT": str(report)},
+    )
     data = json.loads(report.read_text())
     assert data["aclInit"] == 1 and data["aclFinalize"] == 1
     assert data["calls"]["aclrtMalloc"] == 2
@@ -1099,14 +1210,19 @@ def test_variant_tree_builds_and_runs(tmp_path, harness_dir):
     info = json.loads((lib64 / "BUILD_INFO.json").read_text())
     assert info["libraries"]["runtime"] == "libacl_rt.so"
     res2 = mod.build(root, runtime_name="acl_rt", op_lib_name="opapi")
-    assert res2["ok"] and not res2["rebuilt"]       # up to date: nothing recompiled
-    run_py("""
+    assert res2["ok"] and not res2["rebuilt"]  # up to date: nothing recompiled
+    run_py(
+        """
         import ctypes.util
         init(0)
         assert run_sample(np, None) == [36.0, 100.0, 164.0, 228.0]
         maps = open("/proc/self/maps").read()
         assert "libacl_rt.so" in maps and "libascendcl.so" not in maps
-    """, lib64, harness_dir, env={"SIM_RT": "libacl_rt.so", "SIM_OP": "libopapi.so"})
+    """,
+        lib64,
+        harness_dir,
+        env={"SIM_RT": "libacl_rt.so", "SIM_OP": "libopapi.so"},
+    )
 
 
 def test_build_failure_is_reported(tmp_path):

@@ -198,9 +198,13 @@ CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char 
 /* Start a phase 2: checks the executor is live, belongs to `op` and is not busy; copies it into
    *snap and marks it busy.  Returns 0 or 161001/161002 with a message. */
 CANNSIM_API int cannsim_executor_begin(const char *func, const char *op, aclOpExecutor *e, aclOpExecutor *snap);
-/* End a phase 2 started with cannsim_executor_begin.  If ok and the executor is not repeatable,
-   it is consumed (freed). */
+/* End a phase 2 started with cannsim_executor_begin.  A non-repeatable executor is consumed by its
+   phase 2 whether the run succeeded or not (ok only counts the run), so a caller never destroys it
+   after phase 2: that is the rule the Python binding follows. */
 CANNSIM_API void cannsim_executor_finish(aclOpExecutor *e, int ok);
+/* Phase 2 failed before it could begin (e.g. an injected fault): consume a live, idle, non-repeatable
+   executor as cannsim_executor_finish would. */
+CANNSIM_API void cannsim_executor_consume(aclOpExecutor *e);
 
 /* Size in bytes of one element of dtype, 0 if unknown. */
 CANNSIM_API int cannsim_dtype_size(int dtype);

@@ -348,13 +348,23 @@ CANNSIM_API void cannsim_executor_finish(aclOpExecutor *e, int ok) {
     cannsim_lock();
     if (cannsim_handle_live("executor", e)) {
         e->busy = 0;
-        if (ok) {
-            e->runs++;
-            if (!e->repeatable) {
-                cannsim_handle_remove("executor", e);
-                release = 1;
-            }
+        if (ok) e->runs++;
+        if (!e->repeatable) {
+            cannsim_handle_remove("executor", e);
+            release = 1;
         }
+    }
+    cannsim_unlock();
+    if (release) free(e);
+}
+
+CANNSIM_API void cannsim_executor_consume(aclOpExecutor *e) {
+    int release = 0;
+    if (!e) return;
+    cannsim_lock();
+    if (cannsim_handle_live("executor", e) && !e->busy && !e->repeatable) {
+        cannsim_handle_remove("executor", e);
+        release = 1;
     }
     cannsim_unlock();
     if (release) free(e);

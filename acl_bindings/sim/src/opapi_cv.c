@@ -229,7 +229,10 @@ static int kernel_task(void *arg, char *msg, size_t msglen) {
 CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackward(void *workspace, uint64_t workspaceSize,
                                                             aclOpExecutor *executor, aclrtStream stream) {
     int rc = cannsim_enter(P2);
-    if (rc) return rc;
+    if (rc) {
+        cannsim_executor_consume(executor); /* a failed phase 2 still consumes a single-use executor */
+        return rc;
+    }
     aclOpExecutor snap;
     if ((rc = cannsim_executor_begin(P2, OP, executor, &snap))) return rc;
     if (snap.empty) {

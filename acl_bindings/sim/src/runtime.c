@@ -4,9 +4,10 @@
  * task queues, events, device/host memory, plus the simulator's own accounting, fault injection
  * and internal helpers used by libnnopbase and the operator library.
  *
- * Prototypes, codes and enum values: /work/shared/cann-abi.md §1.1, §2, §3.  Behaviour that the
- * notes do not fix is chosen to be stricter than hardware (see acl_bindings/sim/README or the
- * report of the simulator's author); nothing here aborts on bad input.
+ * Prototypes, codes and enum values: /work/shared/cann-abi.md §1.1, §2, §3.  Where the notes do
+ * not fix a behaviour, the simulator is stricter than hardware (unknown handles, host pointers
+ * passed as device memory, double frees, frees of memory still used by queued work are all
+ * reported with a code and a message); nothing here aborts on bad input.
  */
 #define _GNU_SOURCE
 #include "cannsim.h"
