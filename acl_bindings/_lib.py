@@ -8,6 +8,9 @@ and attaches a ctypes ``errcheck`` chosen by the restype:
 * ``aclTensor*`` / ``aclIntArray*``: NULL raises (561103, inner null pointer);
 * anything else is returned unchanged.
 
+With ``ACL_BINDINGS_LOG_CALLS=1`` (read when a function is first bound) every call
+is logged with its arguments and result on the ``acl_bindings`` logger.
+
 On failure the ``aclGetRecentErrMsg`` text is read once, immediately, on the
 failing thread, and stored in the exception.
 """
@@ -43,43 +46,45 @@ def recent_error_message() -> str:
 
 
 def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:
-    if _config.log_calls():
-        _log.debug("%s%r -> %d", func.__name__, args, result)
-    if result != 0:
+    if result:
         raise AclError.from_status(result, func.__name__, recent_error_message())
     return result
 
 
 def _check_handle(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
-    if _config.log_calls():
-        _log.debug("%s%r -> %r", func.__name__, args, result)
     if not result:
         detail = recent_error_message() or f"{func.__name__} returned NULL"
         raise AclError.from_status(_NULL_HANDLE_CODE, func.__name__, detail)
     return result
 
 
-def _log_only(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
-    if _config.log_calls():
-        _log.debug("%s%r -> %r", func.__name__, args, result)
-    return result
-
-
 def _int_value(result: Any, func: Any, args: tuple[Any, ...]) -> int:
-    if _config.log_calls():
-        _log.debug("%s%r -> %r", func.__name__, args, result)
     return int(result.value)
 
 
-def errcheck_for(restype: Any) -> Callable[..., Any]:
-    """The ``errcheck`` used for a restype (see the module docstring)."""
+def _passthrough(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
+    return result
+
+
+def _logged(check: Callable[..., Any]) -> Callable[..., Any]:
+    def errcheck(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
+        _log.debug("%s%r -> %r", func.__name__, args, result)
+        return check(result, func, args)
+
+    return errcheck
+
+
+def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
+    """The ``errcheck`` used for a restype (see the module docstring); *log* adds call logging."""
     if restype is c_int_result:
-        return _int_value
-    if restype in STATUS_TYPES:
-        return _check_status
-    if restype in HANDLE_TYPES:
-        return _check_handle
-    return _log_only
+        check = _int_value
+    elif restype in STATUS_TYPES:
+        check = _check_status
+    elif restype in HANDLE_TYPES:
+        check = _check_handle
+    else:
+        check = _passthrough
+    return _logged(check) if log else check
 
 
 class Lib:
@@ -120,7 +125,7 @@ class Lib:
         fn = getattr(dll, name)
         fn.restype = restype
         fn.argtypes = list(argtypes)
-        fn.errcheck = errcheck_for(restype)
+        fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
         with self._lock:
             self._bound[name] = fn
         return fn

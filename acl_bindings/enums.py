@@ -100,7 +100,7 @@ def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
 
 def acl_to_dtype(acl: int) -> np.dtype:
     """Inverse of :func:`dtype_to_acl`."""
-    table = {DataType.FLOAT: np.dtype(np.float32), DataType.FLOAT16: np.dtype(np.float16),
+    table: dict[int, np.dtype] = {DataType.FLOAT: np.dtype(np.float32), DataType.FLOAT16: np.dtype(np.float16),
              DataType.INT64: np.dtype(np.int64)}
     if acl in table:
         return table[DataType(acl)]

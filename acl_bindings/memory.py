@@ -163,5 +163,5 @@ class HostBuffer(Resource):
         self._check_open()
         dt = np.dtype(dtype)
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
-        flat = np.frombuffer(raw, dtype=dt, count=self.nbytes // dt.itemsize)
+        flat = np.frombuffer(memoryview(raw), dtype=dt, count=self.nbytes // dt.itemsize)
         return flat if shape is None else flat[: int(np.prod(shape))].reshape(shape)

@@ -20,7 +20,6 @@ import numpy as np
 
 from upsample3d_grad import AclnnParamError, Session, reference
 
-
 # the NPU may sum in another order: float32 within 1e-5 relative, float16 / bfloat16 within one rounding
 RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2.0 ** -10, np.dtype(ml_dtypes.bfloat16): 2.0 ** -7}
 

@@ -94,7 +94,7 @@ def parse_declarations(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
         if raw and raw != "void":
             for arg in raw.split(","):
                 tokens = arg.replace("*", " * ").split()
-                if len(tokens) > 1 and tokens[-1] not in ("*",) and not tokens[-1] in SCALARS \
+                if len(tokens) > 1 and tokens[-1] not in ("*",) and tokens[-1] not in SCALARS \
                         and tokens[-1] not in ("char", "void") and tokens[-1] not in ENUMS | OPAQUE:
                     tokens = tokens[:-1]  # drop the parameter name
                 try:

@@ -28,7 +28,7 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -235,7 +235,7 @@ def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: lis
         raise _fail("gradOut", f"N*C*(oD*oH*oW + iD*iH*iW + oD*oH*iW + oD*iH*iW)*sizeof(dtype) must be < 60 GiB "
                                f"(documented limit), got {need} bytes")
     if all(s > 0 for s in scales):
-        for k, name in enumerate(_SCALE_NAMES):
+        for k in range(3):
             want = math.floor(in_sz[2 + k] * scales[k])
             if out_sz[k] != want:
                 raise _fail("outputSize", f"must equal floor(inputSize*scale) when scales are given: "

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -237,8 +237,8 @@ def _row(k: int, total: int, entry: dict[str, Any]) -> str:
         shape = "x".join(str(n) for n in entry["shape"])
         ws = entry["workspace_size"]
         ms = entry["time_ms"]
-        tail = (f"{shape:<14} ws {ws if ws is not None else '-':>7} B  "
-                f"{ms if ms is not None else float('nan'):7.2f} ms  "
+        ms_text = f"{ms:7.2f}" if ms is not None else f"{'-':>7}"
+        tail = (f"{shape:<14} ws {ws if ws is not None else '-':>7} B  {ms_text} ms  "
                 f"abs {_sci(entry['max_abs_err'])}  rel {_sci(entry['max_rel_err'])}")
     line = f"{head} {tail}"
     if entry["status"] in ("fail", "error", "skip") and entry["message"]:
@@ -246,7 +246,7 @@ def _row(k: int, total: int, entry: dict[str, Any]) -> str:
     return line
 
 
-def _sci(x: Optional[float]) -> str:
+def _sci(x: float | None) -> str:
     return "   -   " if x is None else f"{x:.1e}"
 
 
@@ -308,8 +308,8 @@ def _smoke_here(args: argparse.Namespace, device_id: int, argv: list[str]) -> in
     def progress(k: int, total: int, entry: dict[str, Any]) -> None:
         print(_row(k, total, entry), flush=True)
 
-    report = smoke.new_report(env, args.quick, argv)
-    dev, results = smoke.run_device(device_id, args.quick, env, progress)
+    report = smoke.new_report(env, args.quick, argv, plans=not args.no_plans)
+    dev, results = smoke.run_device(device_id, args.quick, env, progress, plans=not args.no_plans)
     report["devices"].append(dev)
     report["cases"].extend(results)
     report["summary"] = smoke.summarize(results)
@@ -344,6 +344,8 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
             cmd = [sys.executable, "-m", "upsample3d_grad", "smoke", "--devices", str(dev), "--json", path]
             if args.quick:
                 cmd.append("--quick")
+            if args.no_plans:
+                cmd.append("--no-plans")
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     env=_child_env())
             children.append((dev, proc, path))
@@ -492,6 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the report (schema: upsample3d_grad/smoke_schema.json)")
     p.add_argument("--require-npu", action="store_true",
                    help="fail (exit 2) when only the CPU simulator is available")
+    p.add_argument("--no-plans", action="store_true",
+                   help="Session(plans=False): run both phases on every call (no executor reuse)")
     p.set_defaults(func=_smoke)
 
     p = sub.add_parser("bench", help="device time (events), host overhead per call, effective GB/s")
@@ -512,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     raw = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()

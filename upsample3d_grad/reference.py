@@ -434,7 +434,9 @@ _T_CALL = 3.0e-6  # one numpy call issued from Python
 _T_EL = 0.2e-9  # per element read+written by an elementwise loop
 _T_LOOP = 10e-9  # per inner-loop invocation inside one numpy call
 _T_TAKE = 4e-9  # per slab copied by np.take
+_T_STRIDED = 1.5e-9  # per element of a column op on the innermost dim (one cache line each)
 _BIG_RUN = 8  # window length from which a run is summed with one reduce call
+_SHORT_RUN = 8  # innermost dim: runs of fewer windows are summed window by window
 _CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
 _OVERHEAD_SHARE = 0.2  # at most this share of the estimated time for per-chunk Python overhead
 _FORCE_METHOD: str | None = None  # tests: force "runs" or "slide" for every reduce pass
@@ -471,7 +473,7 @@ class _TableInfo:
     a buffer and gathers every window with a single ``np.take``.
     """
 
-    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_loops", "_slide", "_take")
+    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_ns", "_split_calls", "_slide", "_take")
 
     def __init__(self, lo: np.ndarray) -> None:
         self.lo = lo
@@ -482,12 +484,18 @@ class _TableInfo:
         run_n = ends - starts
         ell = lens[starts]
         self.runs = list(zip(starts.tolist(), ends.tolist(), ell.tolist(), lo[starts].tolist()))
-        small = (ell <= 2) | (ell >= _BIG_RUN)
-        self.run_calls = int(np.where(small, 1, ell - 1).sum())
-        # Element operations per unit of outer*inner, and (inner == 1) inner loops per outer row.
+        calls = np.where((ell <= 2) | (ell >= _BIG_RUN), 1, ell - 1)
+        self.run_calls = int(calls.sum())
+        # Cost-model sums.  adds: element operations per output of a run.
         adds = np.where(ell <= 1, 1, np.where(ell >= _BIG_RUN, ell, ell - 1))
         self._adds = float(np.dot(run_n, adds))
-        self._loops = float(np.where(ell >= _BIG_RUN, run_n, adds).sum())
+        # When the reduced dim is the innermost one, short runs are summed window by
+        # window (numpy then loops along the long outer dim); the others loop along the run.
+        split = (run_n < _SHORT_RUN) & (ell >= 2) & (ell < _BIG_RUN)
+        ns = ~split
+        loops = np.where(ell >= _BIG_RUN, run_n, adds)
+        self._ns = (float(np.dot(run_n[ns], adds[ns])), float(loops[ns].sum()), int(calls[ns].sum()))
+        self._split_calls = int(np.dot(run_n[split], ell[split] - 1))
         self._slide: tuple[list[int], dict[int, int], list[tuple[int, int]]] | None = None
         self._take: np.ndarray | None = None
 
@@ -530,12 +538,15 @@ class _TableInfo:
     def cost(self, outer: int, inner: int) -> tuple[str, float, int]:
         """Cheaper method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls)."""
         if inner > 1:
-            t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP)
+            calls = self.run_calls
+            t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP) + calls * _T_CALL
         else:
-            t_runs = outer * (self._adds * _T_EL + self._loops * _T_LOOP)
-        t_runs += self.run_calls * _T_CALL
-        if _FORCE_METHOD is None and self.run_calls <= 4:
-            return "runs", t_runs, self.run_calls
+            n_adds, n_loops, ns_calls = self._ns
+            calls = ns_calls + self._split_calls
+            t_runs = outer * (n_adds * _T_EL + n_loops * _T_LOOP) + calls * _T_CALL
+            t_runs += self._split_calls * outer * _T_STRIDED
+        if _FORCE_METHOD is None and calls <= 4:
+            return "runs", t_runs, calls
         _, slot_off, steps = self.slide_info()
         n_in = outer * self.out_size * inner
         passes = len(steps) + (1 if 1 in slot_off else 0)
@@ -544,7 +555,7 @@ class _TableInfo:
         t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + _T_TAKE)
         if _FORCE_METHOD == "slide" or (_FORCE_METHOD is None and t_slide < t_runs):
             return "slide", t_slide, slide_calls
-        return "runs", t_runs, self.run_calls
+        return "runs", t_runs, calls
 
 
 def _classify(lo: np.ndarray, out_size: int) -> str:
@@ -565,11 +576,12 @@ def _scatter_index(lo: np.ndarray) -> tuple[slice | np.ndarray, slice | np.ndarr
 class _Dim:
     """Window table of one dim and its kind (cached per sizes, scale and convention)."""
 
-    __slots__ = ("lo", "kind", "_info", "_scatter")
+    __slots__ = ("lo", "out_size", "kind", "_info", "_scatter")
 
     def __init__(self, lo: np.ndarray, out_size: int) -> None:
         lo.setflags(write=False)
         self.lo = lo
+        self.out_size = out_size
         self.kind = _classify(lo, out_size)
         self._info: _TableInfo | None = None
         self._scatter: tuple[Any, Any] | None = None
@@ -623,13 +635,13 @@ def _lo_tables(
 class _AxisOp:
     """One reduce pass along ``axis`` with a fixed summation method."""
 
-    __slots__ = ("axis", "info", "method", "calls")
+    __slots__ = ("axis", "info", "method", "split")
 
-    def __init__(self, axis: int, info: _TableInfo, method: str, calls: int) -> None:
+    def __init__(self, axis: int, info: _TableInfo, method: str, split: bool) -> None:
         self.axis = axis
         self.info = info
         self.method = method
-        self.calls = calls
+        self.split = split  # innermost dim: sum short runs window by window
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         if self.method == "runs":
@@ -640,8 +652,17 @@ class _AxisOp:
     def _runs(self, x: np.ndarray, out: np.ndarray) -> None:
         """out[.., i, ..] = sum of x over window i, one strided sum per run of equal windows."""
         axis = self.axis
+        split = self.split
         for i0, i1, ell, a in self.info.runs:
             n = i1 - i0
+            if split and n < _SHORT_RUN and 2 <= ell < _BIG_RUN:
+                for j in range(n):
+                    s = a + j * ell
+                    dst = out[_idx(axis, i0 + j)]
+                    np.add(x[_idx(axis, s)], x[_idx(axis, s + 1)], out=dst, dtype=np.float32)
+                    for t in range(s + 2, s + ell):
+                        np.add(dst, x[_idx(axis, t)], out=dst, dtype=np.float32)
+                continue
             dst = out[_idx(axis, slice(i0, i1))]
             if ell == 0:
                 dst.fill(0)
@@ -730,6 +751,7 @@ class _Plan:
                 best = (cost, order, methods, calls)
         assert best is not None
         est, self.order, self.methods, calls = best
+        self.splits = [math.prod(shape[self.axes[k] + 1 :]) == 1 for k in self.order]
         calls += 2 if self.scatter else 0
         self.chunks = self._chunks(shape, layout, est, calls)
 
@@ -747,9 +769,9 @@ class _Plan:
 
     def _ops(self, d_info: _TableInfo | None = None) -> list[_AxisOp]:
         ops = []
-        for k, m in zip(self.order, self.methods):
+        for k, m, split in zip(self.order, self.methods, self.splits):
             info = d_info if (k == 0 and d_info is not None) else self.dims[k].info
-            ops.append(_AxisOp(self.axes[k], info, m, info.run_calls if m == "runs" else 4))
+            ops.append(_AxisOp(self.axes[k], info, m, split))
         return ops
 
     def _scat(self, d_lo: np.ndarray | None = None) -> list[tuple[int, Any, Any]]:
@@ -764,8 +786,10 @@ class _Plan:
         everything = (slice(None),) * 5
         if self.copy_only or size == 0:
             return []
-        if not self.order:  # pure scatter: a single pass, nothing accumulates
-            return [(everything, everything, [], self._scat())]
+        if not self.order:  # pure scatter: chunk by gradInput size (it is the bigger one)
+            size = math.prod(shape) // math.prod(d.out_size for d in self.dims)
+            size *= math.prod(len(d.lo) - 1 for d in self.dims)
+            est = 2 * size * _T_EL
         want = max(1, size // _CHUNK_ELEMS)
         budget = max(1, int(_OVERHEAD_SHARE * max(est, size * _T_EL) / ((calls + 3) * _T_CALL)))
         n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS

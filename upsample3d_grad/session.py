@@ -283,7 +283,7 @@ class Session:
         try:
             if nbytes:
                 raw = (ctypes.c_char * (lead + nbytes)).from_address(addr - lead)
-                buf.upload(np.frombuffer(raw, np.uint8))
+                buf.upload(np.frombuffer(memoryview(raw), np.uint8))
             arr = DeviceArray(self, buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides,
                               lead // item)
         except BaseException:
@@ -343,6 +343,7 @@ class Session:
                 raise checks.AclnnParamError(161001, checks.PHASE1, "gradOut (grad_output): expected a value but "
                                                                     "got None (a null pointer)")
             in_shape = self._result_shape(input_size, layout)
+            gi_spec: Optional[checks.TensorSpec]
             if out is None:
                 gi_spec = checks.TensorSpec(in_shape, go_spec.dtype, go_spec.format)
             elif isinstance(out, DeviceArray):

@@ -40,7 +40,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -94,7 +94,7 @@ class SmokeCase:
     layout: str
     input_size: tuple[int, int, int, int, int]
     output_size: tuple[int, int, int]
-    scales: Optional[tuple[float, float, float]]
+    scales: tuple[float, float, float] | None
     strided: str
     ratio: str
 
@@ -122,13 +122,13 @@ class SmokeCase:
         return (n, c, d, h, w) if self.layout == "NCDHW" else (n, d, h, w, c)
 
     @property
-    def scale_args(self) -> tuple[Optional[float], Optional[float], Optional[float]]:
+    def scale_args(self) -> tuple[float | None, float | None, float | None]:
         """``(scales_d, scales_h, scales_w)`` as passed to the API (None when not given)."""
         return self.scales if self.scales else (None, None, None)
 
 
 # (label, (iD, iH, iW), (oD, oH, oW), scales or None, ratio kind)
-_GEOMETRIES: list[tuple[str, tuple[int, int, int], tuple[int, int, int], Optional[tuple[float, float, float]], str]]
+_GEOMETRIES: list[tuple[str, tuple[int, int, int], tuple[int, int, int], tuple[float, float, float] | None, str]]
 _GEOMETRIES = [
     ("x2-sizes", (3, 4, 5), (6, 8, 10), None, "integer"),
     ("x3-scales", (2, 3, 2), (6, 9, 6), (3.0, 3.0, 3.0), "integer"),
@@ -146,7 +146,7 @@ _NC = (2, 3)
 
 
 def _case(label: str, dtype: str, layout: str, n: int, c: int, i: tuple[int, int, int], o: tuple[int, int, int],
-          scales: Optional[tuple[float, float, float]], strided: str, ratio: str) -> SmokeCase:
+          scales: tuple[float, float, float] | None, strided: str, ratio: str) -> SmokeCase:
     short = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}[dtype]
     name = f"{label}-{short}-{layout}-{strided or 'contig'}"
     return SmokeCase(name, dtype, layout, (n, c, *i), o, scales, strided, ratio)
@@ -254,7 +254,7 @@ def _errors(got: np.ndarray, ref: np.ndarray, dtype: str, window: int) -> tuple[
     return max_abs, max_rel, ok
 
 
-def _finite(x: Optional[float]) -> Optional[float]:
+def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
@@ -312,14 +312,14 @@ def run_compute_case(session: Session, case: SmokeCase) -> dict[str, Any]:
     return entry
 
 
-def _spec_tensor(spec: Optional[checks.TensorSpec], buf: DeviceBuffer) -> Optional[Tensor]:
+def _spec_tensor(spec: checks.TensorSpec | None, buf: DeviceBuffer) -> Tensor | None:
     if spec is None:
         return None
     return Tensor(spec.shape, DataType(spec.dtype), buf, strides=contiguous_strides(spec.shape),
                   format=Format(spec.format))
 
 
-def _dtype_label(spec: Optional[checks.TensorSpec]) -> str:
+def _dtype_label(spec: checks.TensorSpec | None) -> str:
     if spec is None:
         return ""
     try:
@@ -328,7 +328,7 @@ def _dtype_label(spec: Optional[checks.TensorSpec]) -> str:
         return str(spec.dtype)
 
 
-def _format_label(spec: Optional[checks.TensorSpec]) -> str:
+def _format_label(spec: checks.TensorSpec | None) -> str:
     if spec is None:
         return ""
     try:
@@ -403,7 +403,7 @@ def iter_results(session: Session, cases: Sequence[SmokeCase], bad: Sequence[che
         yield run_bad_case(session, bad_case, soc)
 
 
-def repeat_identical(session: Session, case: SmokeCase) -> Optional[bool]:
+def repeat_identical(session: Session, case: SmokeCase) -> bool | None:
     """Run *case* twice and tell whether the two results are bit-identical (None on error)."""
     go = make_grad_output(case)
     try:
@@ -417,7 +417,7 @@ def repeat_identical(session: Session, case: SmokeCase) -> Optional[bool]:
 
 # --------------------------------------------------------------------------- environment and reports
 
-def soc_support(soc: str, is_simulator: bool = False) -> tuple[Optional[bool], str]:
+def soc_support(soc: str, is_simulator: bool = False) -> tuple[bool | None, str]:
     """Whether the operator supports this SoC (cann-abi.md §5: Atlas A2/A3 and Ascend950 only).
 
     Returns
@@ -494,7 +494,7 @@ def environment_and_devices() -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def device_report(device_id: int, results: Sequence[dict[str, Any]], mem: tuple[int, int],
-                  identical: Optional[bool]) -> dict[str, Any]:
+                  identical: bool | None) -> dict[str, Any]:
     """The per-device entry of the report."""
     counts = summarize(results)
     return {"id": device_id, "mem_free_bytes": mem[0], "mem_total_bytes": mem[1],
@@ -514,7 +514,7 @@ def tolerances() -> dict[str, str]:
     return {dt: tolerance_text(dt) for dt in DTYPES}
 
 
-def new_report(env: dict[str, Any], quick: bool, argv: Sequence[str]) -> dict[str, Any]:
+def new_report(env: dict[str, Any], quick: bool, argv: Sequence[str], plans: bool = True) -> dict[str, Any]:
     """An empty report for *env*."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -522,6 +522,7 @@ def new_report(env: dict[str, Any], quick: bool, argv: Sequence[str]) -> dict[st
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "argv": list(argv),
         "quick": bool(quick),
+        "plans": bool(plans),
         "environment": env,
         "tolerances": tolerances(),
         "devices": [],
@@ -531,8 +532,9 @@ def new_report(env: dict[str, Any], quick: bool, argv: Sequence[str]) -> dict[st
 
 
 def run_device(device_id: int, quick: bool, env: dict[str, Any],
-               progress: Optional[Callable[[int, int, dict[str, Any]], None]] = None) -> tuple[dict, list]:
-    """Run the whole matrix on one device.
+               progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+               plans: bool = True) -> tuple[dict, list]:
+    """Run the whole matrix on one device (``plans``: :class:`Session`'s executor reuse on or off).
 
     Returns
     -------
@@ -542,7 +544,7 @@ def run_device(device_id: int, quick: bool, env: dict[str, Any],
     bad = bad_cases()
     total = len(cases) + len(bad)
     results: list[dict[str, Any]] = []
-    with Session(device_id) as session:
+    with Session(device_id, plans=plans) as session:
         mem = session.device.mem_info()
         for k, entry in enumerate(iter_results(session, cases, bad, env.get("soc_name", "")), 1):
             results.append(entry)
@@ -556,7 +558,7 @@ def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dic
     """One report from the per-device reports of ``--devices all`` (environment of the first)."""
     if not reports:
         raise ValueError("no report to merge")
-    merged = new_report(reports[0]["environment"], bool(reports[0]["quick"]), argv)
+    merged = new_report(reports[0]["environment"], bool(reports[0]["quick"]), argv, bool(reports[0]["plans"]))
     for rep in reports:
         merged["devices"].extend(rep["devices"])
         merged["cases"].extend(rep["cases"])

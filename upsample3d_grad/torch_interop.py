@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -154,8 +154,8 @@ def describe_tensor(t: Any) -> TorchDescription:
 # --------------------------------------------------------------------------- the entry point
 
 def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
-                   scales_d: Optional[float] = None, scales_h: Optional[float] = None,
-                   scales_w: Optional[float] = None, *, layout: str = "NCDHW", out: Any = None,
+                   scales_d: float | None = None, scales_h: float | None = None,
+                   scales_w: float | None = None, *, layout: str = "NCDHW", out: Any = None,
                    return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
     """gradInput of nearest-exact 3-D upsampling for torch tensors.
 
@@ -240,7 +240,7 @@ def _check_same_runtime(backend: Any) -> None:
                            f"{os.path.dirname(sorted(others)[0])}")
 
 
-def _npu_format(t: Any) -> Optional[int]:
+def _npu_format(t: Any) -> int | None:
     try:
         import torch_npu
     except ImportError:
@@ -255,7 +255,7 @@ def _npu_format(t: Any) -> Optional[int]:
 
 
 def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int],
-                  scales: tuple[Optional[float], Optional[float], Optional[float]], layout: str, out: Any,
+                  scales: tuple[float | None, float | None, float | None], layout: str, out: Any,
                   return_type: str, strict: bool) -> Any:
     torch = _torch()
     try:
@@ -305,8 +305,9 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
                 workspace = torch.empty(size, dtype=torch.uint8, device=device) if size > 0 else None
                 # read last: this drains torch_npu's task queue so earlier torch work is on the stream first
                 stream = torch_npu.npu.current_stream(device).npu_stream
+                raw_stream: Any = ctypes.c_void_p(int(stream))  # borrowed aclrtStream, not an acl_bindings.Stream
                 aclnnUpsampleNearestExact3dBackward(workspace.data_ptr() if workspace is not None else None, size,
-                                                    executor, ctypes.c_void_p(int(stream)))
+                                                    executor, raw_stream)
             finally:
                 executor.close()  # only destroys an executor that phase 2 did not consume
         finally:

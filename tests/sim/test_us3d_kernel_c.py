@@ -12,8 +12,7 @@ import ctypes
 import math
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
