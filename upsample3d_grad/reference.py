@@ -708,7 +708,7 @@ class _AxisOp:
         for w, left in steps:
             sums[w] = np.add(
                 sums[left][_idx(axis, slice(0, size - w + 1))],
-                sums[w - left][_idx(axis, slice(left, left + size - w + 1))],
+                sums[w - left][_idx(axis, slice(left - (w == 3), left + size - w + 1 - (w == 3)))],
                 out=slot(w) if w in slot_off else None,
                 dtype=np.float32,
             )

@@ -191,6 +191,7 @@ class Session:
             raise
         self._closed = False
         self.calls = 0
+        self.last_workspace_size = 0
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -289,7 +290,8 @@ class Session:
         except BaseException:
             buf.close()
             raise
-        self._arrays.add(arr)
+        with self._lock:
+            self._arrays.add(arr)
         return arr
 
     def empty(self, shape: Sequence[int], dtype: Any = np.float32, layout: str = "NCDHW") -> DeviceArray:
@@ -305,7 +307,8 @@ class Session:
         except BaseException:
             buf.close()
             raise
-        self._arrays.add(arr)
+        with self._lock:
+            self._arrays.add(arr)
         return arr
 
     # ------------------------------------------------------------------ the operator

@@ -61,7 +61,7 @@ from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import Session
 
 __all__ = [
-    "SmokeCase", "build_matrix", "bad_cases", "make_grad_output", "tolerance_text", "run_compute_case",
+    "SmokeCase", "build_matrix", "compare", "window_size", "bad_cases", "make_grad_output", "tolerance_text", "run_compute_case",
     "run_bad_case", "iter_results", "soc_support", "environment", "device_report", "summarize", "run_device",
     "merge_reports", "SAMPLE_EXPECTED", "DETERMINISM_CANN", "DETERMINISM_SIM", "SCHEMA_VERSION",
 ]
@@ -236,7 +236,12 @@ def tolerance_text(dtype: str) -> str:
             "(one rounding; ref summed in float32, rounded once)")
 
 
-def _errors(got: np.ndarray, ref: np.ndarray, dtype: str, window: int) -> tuple[float, float, bool]:
+def compare(got: np.ndarray, ref: np.ndarray, dtype: str, window: int) -> tuple[float, float, bool]:
+    """``(max_abs_err, max_rel_err, within_tolerance)`` of *got* against *ref* (see the module docstring).
+
+    *window* is :func:`window_size`; ``max_rel_err`` is over elements with ``|ref| >= 1e-3``.
+    NaN must appear at the same places in both.
+    """
     g = got.astype(np.float64)
     r = ref.astype(np.float64)
     if g.size == 0:
@@ -301,7 +306,7 @@ def run_compute_case(session: Session, case: SmokeCase) -> dict[str, Any]:
         entry["status"] = "fail"
         entry["message"] = f"result is {got.shape} {got.dtype}, expected {ref.shape} {ref.dtype}"
         return entry
-    max_abs, max_rel, ok = _errors(got, ref, case.dtype, window)
+    max_abs, max_rel, ok = compare(got, ref, case.dtype, window)
     entry["max_abs_err"], entry["max_rel_err"] = _finite(max_abs), _finite(max_rel)
     if case.name.startswith("official-sample") and got.ravel().tolist() != SAMPLE_EXPECTED:
         ok = False

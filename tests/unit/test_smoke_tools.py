@@ -15,7 +15,6 @@ import pytest
 
 from upsample3d_grad import _schema, checks, reference, smoke
 
-
 # --------------------------------------------------------------------------- the matrix
 
 @pytest.mark.parametrize("quick", [False, True])
@@ -84,7 +83,7 @@ def test_window_size_matches_the_reference_windows() -> None:
 def test_tolerance_accepts_one_rounding_and_rejects_more(dtype: str) -> None:
     dt = smoke.DTYPES[dtype]
     ref = np.array([1.0, -3.5, 1000.0, 0.0], dtype=np.float32).astype(dt)
-    assert smoke._errors(ref, ref, dtype, 1)[2]
+    assert smoke.compare(ref, ref, dtype, 1)[2]
     if dtype == "float32":
         near = (ref.astype(np.float64) * (1 + 5e-6)).astype(dt)
         far = (ref.astype(np.float64) * (1 + 1e-3) + 1e-3).astype(dt)
@@ -93,8 +92,8 @@ def test_tolerance_accepts_one_rounding_and_rejects_more(dtype: str) -> None:
         assert not np.array_equal(near.astype(np.float32), ref.astype(np.float32))
         step = smoke.EPS[dtype]
         far = (ref.astype(np.float32) * (1 + 4 * step) + 4 * step).astype(dt)
-    assert smoke._errors(near, ref, dtype, 1)[2]
-    max_abs, max_rel, ok = smoke._errors(far, ref, dtype, 1)
+    assert smoke.compare(near, ref, dtype, 1)[2]
+    max_abs, max_rel, ok = smoke.compare(far, ref, dtype, 1)
     assert not ok
     assert max_abs > 0 and max_rel > 0
 
@@ -102,8 +101,8 @@ def test_tolerance_accepts_one_rounding_and_rejects_more(dtype: str) -> None:
 def test_tolerance_treats_nan_mismatch_as_failure() -> None:
     ref = np.array([1.0, 2.0], np.float32)
     got = np.array([1.0, np.nan], np.float32)
-    assert not smoke._errors(got, ref, "float32", 1)[2]
-    assert smoke._errors(np.array([np.nan], np.float32), np.array([np.nan], np.float32), "float32", 1)[2]
+    assert not smoke.compare(got, ref, "float32", 1)[2]
+    assert smoke.compare(np.array([np.nan], np.float32), np.array([np.nan], np.float32), "float32", 1)[2]
 
 
 def test_bfloat16_eps_is_one_rounding() -> None:

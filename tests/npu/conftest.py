@@ -1,0 +1,153 @@
+"""The NPU tier: the smoke matrix and torch_npu interop on a real Ascend NPU with CANN.
+
+Run it on an NPU machine with ``python -m pytest tests/npu --backend=npu`` (after
+``source .../set_env.sh``).  Every test here is marked ``npu``.  They are skipped, with
+the reason, when:
+
+* this run uses the simulator (the default ``--backend=sim``); the reason then also says
+  whether a real CANN install was seen;
+* no real CANN runtime loads, or it sees no device.
+
+Whether real CANN works is asked of a child process (``ACL_BINDINGS_BACKEND=cann``),
+so a broken install cannot take this process down, and this process's own backend
+choice is left alone.  ``UPSAMPLE3D_GRAD_DEVICE`` picks the device (default 0).
+
+When torch_npu is importable it is initialised before this binding touches ACL, so that
+torch_npu owns ``aclInit``/``aclFinalize`` (the binding then sees 100002 and leaves them
+alone, acl_bindings.runtime).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DEVICE = int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0"))
+
+_PROBE = """
+import json
+import acl_bindings as acl
+try:
+    backend = acl.load_backend()
+    info = {"kind": backend.kind, "runtime": backend.runtime.path, "devices": acl.device_count(),
+            "soc": acl.soc_name(), "cann": acl.cann_version()}
+except Exception as exc:
+    info = {"error": type(exc).__name__ + ": " + (str(exc).splitlines() or [""])[0]}
+print(json.dumps(info))
+"""
+
+_probe_result: dict[str, Any] = {}
+
+
+def probe() -> tuple[bool, str, dict[str, Any]]:
+    """``(usable, reason, info)`` for real CANN, asked of a child process (once per run)."""
+    if "value" in _probe_result:
+        return _probe_result["value"]
+    env = dict(os.environ, ACL_BINDINGS_BACKEND="cann")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE], env=env, cwd=REPO, capture_output=True, text=True,
+                              timeout=300)
+    except subprocess.TimeoutExpired:
+        value = (False, "loading real CANN in a child process timed out after 300 s", {})
+    else:
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        info = json.loads(lines[-1]) if lines else {}
+        if proc.returncode != 0 or not info:
+            err = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+            value = (False, f"loading real CANN crashed a child process (exit code {proc.returncode}): "
+                            f"{err[-1] if err else 'no message'}", {})
+        elif "error" in info:
+            value = (False, f"no real CANN device: {info['error']}", {})
+        elif info["kind"] != "cann":
+            value = (False, "only the CPU simulator is available", info)
+        elif info["devices"] <= DEVICE:
+            value = (False, f"real CANN loaded but it sees {info['devices']} device(s); "
+                            f"UPSAMPLE3D_GRAD_DEVICE={DEVICE}", info)
+        else:
+            value = (True, "", info)
+    _probe_result["value"] = value
+    return value
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mine = [item for item in items if Path(str(item.fspath)).resolve().is_relative_to(HERE)]
+    if not mine:
+        return
+    for item in mine:
+        item.add_marker(pytest.mark.npu)
+    requested = os.environ.get("ACL_BINDINGS_BACKEND", "auto")
+    if requested == "sim":
+        ok, why, info = probe()
+        seen = (f"; a real NPU is present ({info.get('soc')}, CANN {info.get('cann')}): rerun with --backend=npu"
+                if ok else f"; {why}")
+        reason = f"the npu tier needs --backend=npu (this run uses the CPU simulator){seen}"
+    else:
+        ok, reason, _ = probe()
+        if ok:
+            return
+    skip = pytest.mark.skip(reason=reason)
+    for item in mine:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def torch_npu_mod() -> Any:
+    """torch_npu, initialised on :data:`DEVICE`, or None when it is not installed (or fails to import)."""
+    try:
+        import torch
+        import torch_npu
+    except ImportError:
+        return None
+    torch.npu.set_device(DEVICE)
+    torch.zeros(1, device=f"npu:{DEVICE}")  # makes torch_npu initialise ACL now, before the binding does
+    return torch_npu
+
+
+@pytest.fixture(scope="session")
+def npu_backend(torch_npu_mod: Any) -> Any:
+    """The in-process backend, which must be real CANN."""
+    from acl_bindings import LibraryNotFoundError, load_backend
+
+    try:
+        backend = load_backend()
+    except LibraryNotFoundError as exc:
+        pytest.skip(f"real CANN does not load in this process: {str(exc).splitlines()[0]}")
+    if backend.kind != "cann":
+        pytest.skip("this process already uses the CPU simulator; run `python -m pytest tests/npu --backend=npu`")
+    return backend
+
+
+@pytest.fixture(scope="session")
+def soc(npu_backend: Any) -> str:
+    """The SoC name reported by the runtime."""
+    from acl_bindings import soc_name
+
+    return soc_name()
+
+
+def _run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, ACL_BINDINGS_BACKEND="cann")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def run_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_cli(args)``: ``python <args>`` from the repository root with ``ACL_BINDINGS_BACKEND=cann``."""
+    return _run_cli
+
+
+@pytest.fixture(scope="session")
+def device_id() -> int:
+    """The device under test (``UPSAMPLE3D_GRAD_DEVICE``, default 0)."""
+    return DEVICE

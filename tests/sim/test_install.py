@@ -1,0 +1,48 @@
+"""Installing without a C compiler still succeeds, and the simulator then explains itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for rel in files:
+        if (REPO / rel).is_file():
+            dest = src / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes((REPO / rel).read_bytes())
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "CC"}
+    env.update(PATH=str(empty), PIP_DISABLE_PIP_VERSION_CHECK="1")  # no cc, gcc or clang to be found
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
+                           str(src)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheel = next((tmp_path / "dist").glob("*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        assert not [n for n in names if n.endswith(".so")]
+        error = zf.read("acl_bindings/sim/BUILD_ERROR.txt").decode()
+    assert "compiler" in error.lower()
+    # the installed package then reports the simulator unavailable, with the reason and the fix
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_", "ACL_BINDINGS_"))}
+    env.update(PYTHONPATH=str(site), ACL_BINDINGS_BACKEND="sim")
+    proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, env=env,
+                          cwd=str(tmp_path), timeout=60)
+    assert proc.returncode == 1
+    assert "simulator is unavailable" in proc.stdout and "Install a C compiler" in proc.stdout
