@@ -655,7 +655,7 @@ class _AxisOp:
         split = self.split
         for i0, i1, ell, a in self.info.runs:
             n = i1 - i0
-            if split and n < _SHORT_RUN and 2 <= ell < _BIG_RUN:
+            if split and n < _SHORT_RUN and 2 <= ell < _BIG_RUN and n > 1:
                 for j in range(n):
                     s = a + j * ell
                     dst = out[_idx(axis, i0 + j)]
@@ -708,7 +708,7 @@ class _AxisOp:
         for w, left in steps:
             sums[w] = np.add(
                 sums[left][_idx(axis, slice(0, size - w + 1))],
-                sums[w - left][_idx(axis, slice(left - (w == 3), left + size - w + 1 - (w == 3)))],
+                sums[w - left][_idx(axis, slice(left, left + size - w + 1))],
                 out=slot(w) if w in slot_off else None,
                 dtype=np.float32,
             )

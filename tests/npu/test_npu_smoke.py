@@ -61,8 +61,8 @@ def test_bad_input_gives_cann_code(sessions: Any, soc: str, case: Any) -> None:
     assert entry["status"] == "pass", _explain(entry)
 
 
-@pytest.mark.parametrize("name", ["ut-scales-fp32-NCDHW-contig", "nonint-sizes-bf16-NDHWC-sliced",
-                                  "down-scales-fp16-NCDHW-permuted"])
+@pytest.mark.parametrize("name", ["ut-scales-fp32-NCDHW-contig", "nonint-sizes-bf16-NDHWC-permuted",
+                                  "down-scales-fp16-NCDHW-sliced"])
 def test_plan_reuse_with_new_data(sessions: Any, name: str) -> None:
     """The repeatable-executor path: same shapes, new buffers and values each call."""
     case = next(c for c in CASES if c.name == name)

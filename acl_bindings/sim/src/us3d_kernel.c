@@ -115,41 +115,44 @@ void us3d_lo_table(float s, int64_t I, int64_t O, int64_t *lo) {
 /* ========================================================================================== */
 
 #define US3D_ALIGN 64u
+/* Channels handled per block in channels-last mode (bounds the row buffers). */
+#define US3D_CBLOCK 1024
 
 static int mul_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
-static int add_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
 
 static uint64_t round_up64(uint64_t x) { return (x + 63u) & ~(uint64_t)63u; }
 
 /* Offsets (relative to the aligned base) of each region; returns 0 on overflow. */
-typedef struct { uint64_t lod, loh, low, a, b, row, total; } ws_layout;
+typedef struct { uint64_t lod, loh, low, buf, buflen, bufstep, total; } ws_layout;
+
+/* Whether the float32 byte count of a tensor of these sizes fits in 64 bits. */
+static int tensor_bytes_ok(const int64_t s[5]) {
+    uint64_t t = 4u;
+    for (int k = 0; k < 5; k++)
+        if (mul_u64(t, (uint64_t)s[k], &t)) return 0;
+    return 1;
+}
 
 static int compute_layout(const int64_t go[5], const int64_t gi[5], ws_layout *L) {
     for (int k = 0; k < 5; k++) if (go[k] < 0 || gi[k] < 0) return 0;
-    uint64_t N = (uint64_t)gi[0], C = (uint64_t)gi[1];
-    uint64_t oD = (uint64_t)go[2], oH = (uint64_t)go[3];
+    uint64_t C = (uint64_t)gi[1];
     uint64_t iD = (uint64_t)gi[2], iH = (uint64_t)gi[3], iW = (uint64_t)gi[4];
-    uint64_t nc, t, sz_a, sz_b, off = 0;
-    /* Sizes are bounded by 2^56 so the small lo tables below cannot overflow. */
+    uint64_t off = 0;
+    /* Sizes are bounded by 2^56 so the small tables below cannot overflow, and both tensors'
+       float32 byte counts must fit in 64 bits (a tensor that large cannot exist). */
     const uint64_t lim = (uint64_t)1 << 56;
     if (iD > lim || iH > lim || iW > lim) return 0;
-    if (mul_u64(N, C, &nc)) return 0;
+    if (!tensor_bytes_ok(go) || !tensor_bytes_ok(gi)) return 0;
     L->lod = off; off = round_up64(off + (iD + 1) * 8u);
     L->loh = off; off = round_up64(off + (iH + 1) * 8u);
     L->low = off; off = round_up64(off + (iW + 1) * 8u);
-    /* A: [N,C,oD,oH,iW] float32 */
-    if (mul_u64(nc, oD, &t) || mul_u64(t, oH, &t) || mul_u64(t, iW, &t) || mul_u64(t, 4u, &sz_a)) return 0;
-    /* B: [N,C,oD,iH,iW] float32 */
-    if (mul_u64(nc, oD, &t) || mul_u64(t, iH, &t) || mul_u64(t, iW, &t) || mul_u64(t, 4u, &sz_b)) return 0;
-    L->a = off;
-    if (add_u64(off, sz_a, &off) || off > UINT64_MAX - 64u) return 0;
-    off = round_up64(off);
-    L->b = off;
-    if (add_u64(off, sz_b, &off) || off > UINT64_MAX - 64u) return 0;
-    off = round_up64(off);
-    L->row = off;
-    if (add_u64(off, iW * 4u, &off) || add_u64(off, US3D_ALIGN, &off)) return 0;   /* + alignment slack */
-    L->total = off;
+    /* three float32 row buffers of max(iW, min(C, US3D_CBLOCK)) elements */
+    uint64_t cb = C < US3D_CBLOCK ? C : US3D_CBLOCK;
+    L->buflen = iW > cb ? iW : cb;
+    L->bufstep = round_up64(L->buflen * 4u);
+    L->buf = off;
+    off += 3u * L->bufstep;
+    L->total = off + US3D_ALIGN;   /* + alignment slack */
     return 1;
 }
 
@@ -162,31 +165,78 @@ uint64_t us3d_workspace_bytes(const int64_t go_size[5], const int64_t gi_size[5]
 }
 
 /* ========================================================================================== */
-/* Kernel passes                                                                               */
+/* Kernel                                                                                      */
 /* ========================================================================================== */
+/*
+ * The result is the separable sum  D-window( H-window( W-window(gradOut) ) ): every window is
+ * summed left to right starting from its first element (an empty W window contributes 0.0f to
+ * the H sum, an empty D or H window gives 0).  Instead of materialising the W- and H-pass
+ * intermediates for the whole tensor, the passes are fused per gradInput row: for each row the
+ * W sums of each gradOut row in its H window are accumulated into an H row, and the H rows of
+ * its D window into a D row, in the same order and with the same float32 operations as three
+ * separate passes - so the result is bit-for-bit that of the separable algorithm, while gradOut
+ * is read once and gradInput written once.
+ *
+ * Two traversals:
+ *   row mode      (W is the vector): one gradInput row [iW] at a time, for any strides;
+ *   channel mode  (C is the vector): when gradOut's C stride is 1 and C > 1 (NDHWC), one block
+ *                 of up to US3D_CBLOCK channels of one gradInput position at a time, so every
+ *                 inner loop runs over contiguous channels.
+ */
 
-/* W pass for one gradOut row: a[iw] = sum_{ow in [lo[iw], lo[iw+1])} LOAD(p[ow*sw]).
-   Generated per dtype, with a contiguous (sw == 1) variant the compiler can optimise. */
-#define US3D_DEF_WROW(NAME, T, LOAD)                                                        \
-    static void NAME(const T *p, int64_t sw, const int64_t *lo, int64_t iW, float *a) {     \
-        if (sw == 1) {                                                                      \
-            for (int64_t iw = 0; iw < iW; iw++) {                                           \
-                int64_t b = lo[iw], e = lo[iw + 1];                                         \
-                float acc = 0.0f;                                                           \
-                if (b < e) { acc = LOAD(p[b]); for (int64_t o = b + 1; o < e; o++) acc += LOAD(p[o]); } \
-                a[iw] = acc;                                                                \
-            }                                                                               \
-        } else {                                                                            \
-            for (int64_t iw = 0; iw < iW; iw++) {                                           \
-                int64_t b = lo[iw], e = lo[iw + 1];                                         \
-                float acc = 0.0f;                                                           \
-                if (b < e) {                                                                \
-                    acc = LOAD(p[b * sw]);                                                  \
-                    for (int64_t o = b + 1; o < e; o++) acc += LOAD(p[o * sw]);             \
-                }                                                                           \
-                a[iw] = acc;                                                                \
-            }                                                                               \
-        }                                                                                   \
+/* h[iw] (=|+=) W-sum of the gradOut row p (element stride sw) over [lo[iw], lo[iw+1]).
+   K > 0 means lo[iw] == K*iw for every iw (integer down-factor along W).  "+=" is h = h + sum:
+   the window sum is formed first, as in a separate W pass. */
+#define US3D_DEF_WROW(NAME, T, LOAD)                                                              \
+    static void NAME(const T *p, int64_t sw, const int64_t *lo, int64_t iW, int64_t K, float *h,  \
+                     int add) {                                                                   \
+        if (K == 1 && sw == 1) {                                                                  \
+            if (add) for (int64_t i = 0; i < iW; i++) h[i] += LOAD(p[i]);                         \
+            else for (int64_t i = 0; i < iW; i++) h[i] = LOAD(p[i]);                              \
+            return;                                                                               \
+        }                                                                                         \
+        if (K == 2 && sw == 1) {                                                                  \
+            if (add) for (int64_t i = 0; i < iW; i++) h[i] += LOAD(p[2 * i]) + LOAD(p[2 * i + 1]); \
+            else for (int64_t i = 0; i < iW; i++) h[i] = LOAD(p[2 * i]) + LOAD(p[2 * i + 1]);     \
+            return;                                                                               \
+        }                                                                                         \
+        for (int64_t i = 0; i < iW; i++) {                                                        \
+            int64_t b = lo[i], e = lo[i + 1];                                                     \
+            float acc = 0.0f;                                                                     \
+            if (b < e) {                                                                          \
+                const T *q = p + b * sw;                                                          \
+                acc = LOAD(q[0]);                                                                 \
+                for (int64_t o = 1; o < e - b; o++) acc += LOAD(q[o * sw]);                       \
+            }                                                                                     \
+            if (add) h[i] += acc;                                                                 \
+            else h[i] = acc;                                                                      \
+        }                                                                                         \
+    }
+
+/* Channel mode: h[c] (=|+=) sum over ow in [b, e) of gradOut[.., ow, c0 + c], c < n; the
+   gradOut block p has channel stride 1 and W stride sw; w is scratch for multi-element windows. */
+#define US3D_DEF_CROW(NAME, T, LOAD)                                                              \
+    static void NAME(const T *p, int64_t sw, int64_t b, int64_t e, int64_t n, float *h, float *w, \
+                     int add) {                                                                   \
+        if (b >= e) {                                                                             \
+            if (add) for (int64_t c = 0; c < n; c++) h[c] += 0.0f;                                \
+            else memset(h, 0, (size_t)n * sizeof(float));                                        \
+            return;                                                                               \
+        }                                                                                         \
+        const T *p0 = p + b * sw;                                                                 \
+        if (e - b == 1) {                                                                         \
+            if (add) for (int64_t c = 0; c < n; c++) h[c] += LOAD(p0[c]);                         \
+            else for (int64_t c = 0; c < n; c++) h[c] = LOAD(p0[c]);                              \
+            return;                                                                               \
+        }                                                                                         \
+        float *acc = add ? w : h;                                                                 \
+        const T *p1 = p0 + sw;                                                                    \
+        for (int64_t c = 0; c < n; c++) acc[c] = LOAD(p0[c]) + LOAD(p1[c]);                       \
+        for (int64_t o = b + 2; o < e; o++) {                                                     \
+            const T *q = p + o * sw;                                                              \
+            for (int64_t c = 0; c < n; c++) acc[c] += LOAD(q[c]);                                 \
+        }                                                                                         \
+        if (add) for (int64_t c = 0; c < n; c++) h[c] += w[c];                                    \
     }
 
 #define LOAD_F32(x) (x)
@@ -195,51 +245,41 @@ uint64_t us3d_workspace_bytes(const int64_t go_size[5], const int64_t gi_size[5]
 US3D_DEF_WROW(wrow_f32, float, LOAD_F32)
 US3D_DEF_WROW(wrow_f16, uint16_t, LOAD_F16)
 US3D_DEF_WROW(wrow_bf16, uint16_t, LOAD_BF16)
+US3D_DEF_CROW(crow_f32, float, LOAD_F32)
+US3D_DEF_CROW(crow_f16, uint16_t, LOAD_F16)
+US3D_DEF_CROW(crow_bf16, uint16_t, LOAD_BF16)
 
-/* Specialised W row for the common case where every window has exactly K elements and
-   lo[iw] = K*iw (integer down-factor along W) and the row is contiguous fp32. */
-static void wrow_f32_fixed(const float *p, int64_t K, int64_t iW, float *a) {
-    if (K == 1) { memcpy(a, p, (size_t)iW * sizeof(float)); return; }
-    if (K == 2) {
-        for (int64_t iw = 0; iw < iW; iw++) a[iw] = p[2 * iw] + p[2 * iw + 1];
-        return;
-    }
-    for (int64_t iw = 0; iw < iW; iw++) {
-        const float *q = p + iw * K;
-        float acc = q[0];
-        for (int64_t o = 1; o < K; o++) acc += q[o];
-        a[iw] = acc;
-    }
-}
-
-/* Store one float32 row into the output with stride sw (element units). */
+/* Store one float32 row into the output with stride sw (element units); r == NULL stores zeros. */
 static void store_row(int dtype, void *dst, int64_t sw, const float *r, int64_t n) {
     if (dtype == US3D_DT_FLOAT) {
         float *d = (float *)dst;
-        if (sw == 1) { memcpy(d, r, (size_t)n * sizeof(float)); return; }
+        if (r == NULL) {
+            if (sw == 1) memset(d, 0, (size_t)n * sizeof(float));
+            else for (int64_t i = 0; i < n; i++) d[i * sw] = 0.0f;
+            return;
+        }
+        if (sw == 1) { if (d != r) memcpy(d, r, (size_t)n * sizeof(float)); return; }
         for (int64_t i = 0; i < n; i++) d[i * sw] = r[i];
-    } else if (dtype == US3D_DT_FLOAT16) {
-        uint16_t *d = (uint16_t *)dst;
+        return;
+    }
+    uint16_t *d = (uint16_t *)dst;
+    if (r == NULL) {   /* +0.0 is the all-zero bit pattern in both 16-bit formats */
+        if (sw == 1) memset(d, 0, (size_t)n * sizeof(uint16_t));
+        else for (int64_t i = 0; i < n; i++) d[i * sw] = 0;
+        return;
+    }
+    if (dtype == US3D_DT_FLOAT16) {
         if (sw == 1) { for (int64_t i = 0; i < n; i++) d[i] = f32_to_f16(r[i]); return; }
         for (int64_t i = 0; i < n; i++) d[i * sw] = f32_to_f16(r[i]);
     } else {
-        uint16_t *d = (uint16_t *)dst;
         if (sw == 1) { for (int64_t i = 0; i < n; i++) d[i] = f32_to_bf16(r[i]); return; }
         for (int64_t i = 0; i < n; i++) d[i * sw] = f32_to_bf16(r[i]);
     }
 }
 
-/* dst[0..n) = rows[lo..hi) summed in increasing order (0 if empty); rows are `step` floats apart. */
-static void sum_rows(float *dst, const float *src, int64_t step, int64_t b, int64_t e, int64_t n) {
-    if (b >= e) { memset(dst, 0, (size_t)n * sizeof(float)); return; }
-    const float *r0 = src + b * step;
-    if (e - b == 1) { memcpy(dst, r0, (size_t)n * sizeof(float)); return; }
-    const float *r1 = r0 + step;
-    for (int64_t i = 0; i < n; i++) dst[i] = r0[i] + r1[i];
-    for (int64_t o = b + 2; o < e; o++) {
-        const float *r = src + o * step;
-        for (int64_t i = 0; i < n; i++) dst[i] += r[i];
-    }
+/* d[i] = d[i] + h[i] */
+static void add_row(float *d, const float *h, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] += h[i];
 }
 
 static int elem_size(int dtype) {
@@ -249,6 +289,96 @@ static int elem_size(int dtype) {
     case US3D_DT_BF16: return 2;
     default: return 0;
     }
+}
+
+typedef struct {
+    int dtype, es;
+    const char *go; char *gi;
+    const int64_t *gs, *is;
+    int64_t N, C, iD, iH, iW;
+    const int64_t *loD, *loH, *loW;
+    float *b0, *b1, *b2;
+    int go_empty;
+} run_ctx;
+
+/* W-sum of one gradOut row (element offset off) into h (=|+=). */
+static inline void wrow(const run_ctx *x, int64_t off, int64_t K, float *h, int add) {
+    const int64_t sw = x->gs[4];
+    if (x->dtype == US3D_DT_FLOAT) wrow_f32((const float *)x->go + off, sw, x->loW, x->iW, K, h, add);
+    else if (x->dtype == US3D_DT_FLOAT16) wrow_f16((const uint16_t *)x->go + off, sw, x->loW, x->iW, K, h, add);
+    else wrow_bf16((const uint16_t *)x->go + off, sw, x->loW, x->iW, K, h, add);
+}
+
+static void run_rows(const run_ctx *x) {
+    const int64_t *gs = x->gs, *is = x->is;
+    const int64_t iW = x->iW;
+    /* K when lo[iw] == K*iw for every iw (integer down-factor along W), else 0 */
+    int64_t K = x->loW[1];   /* lo[0] == 0; K*i stays <= 2*oW before the first mismatch */
+    for (int64_t i = 2; i <= iW && K > 0; i++)
+        if (x->loW[i] != K * i) K = 0;
+    const int direct = x->dtype == US3D_DT_FLOAT && is[4] == 1;   /* accumulate in gradInput itself */
+    for (int64_t n = 0; n < x->N; n++)
+        for (int64_t c = 0; c < x->C; c++)
+            for (int64_t id = 0; id < x->iD; id++) {
+                const int64_t bd = x->loD[id], ed = x->loD[id + 1];
+                for (int64_t ih = 0; ih < x->iH; ih++) {
+                    const int64_t bh = x->loH[ih], eh = x->loH[ih + 1];
+                    char *out = x->gi + (n * is[0] + c * is[1] + id * is[2] + ih * is[3]) * (int64_t)x->es;
+                    if (x->go_empty || bd >= ed || bh >= eh) {
+                        store_row(x->dtype, out, is[4], NULL, iW);
+                        continue;
+                    }
+                    float *d = direct ? (float *)(void *)out : x->b0;
+                    for (int64_t od = bd; od < ed; od++) {
+                        float *h = od == bd ? d : x->b1;
+                        for (int64_t oh = bh; oh < eh; oh++)
+                            wrow(x, n * gs[0] + c * gs[1] + od * gs[2] + oh * gs[3], K, h, oh != bh);
+                        if (od != bd) add_row(d, x->b1, iW);
+                    }
+                    if (!direct) store_row(x->dtype, out, is[4], d, iW);
+                }
+            }
+}
+
+static void run_channels(const run_ctx *x) {
+    const int64_t *gs = x->gs, *is = x->is;
+    const int64_t C = x->C;
+    const int direct = x->dtype == US3D_DT_FLOAT && is[1] == 1;
+    for (int64_t n = 0; n < x->N; n++)
+        for (int64_t id = 0; id < x->iD; id++) {
+            const int64_t bd = x->loD[id], ed = x->loD[id + 1];
+            for (int64_t ih = 0; ih < x->iH; ih++) {
+                const int64_t bh = x->loH[ih], eh = x->loH[ih + 1];
+                for (int64_t iw = 0; iw < x->iW; iw++) {
+                    const int64_t bw = x->loW[iw], ew = x->loW[iw + 1];
+                    for (int64_t c0 = 0; c0 < C; c0 += US3D_CBLOCK) {
+                        const int64_t nb = C - c0 < US3D_CBLOCK ? C - c0 : US3D_CBLOCK;
+                        char *out = x->gi + (n * is[0] + c0 * is[1] + id * is[2] + ih * is[3] + iw * is[4]) *
+                                                (int64_t)x->es;
+                        if (x->go_empty || bd >= ed || bh >= eh) {
+                            store_row(x->dtype, out, is[1], NULL, nb);
+                            continue;
+                        }
+                        float *d = direct ? (float *)(void *)out : x->b0;
+                        for (int64_t od = bd; od < ed; od++) {
+                            float *h = od == bd ? d : x->b1;
+                            for (int64_t oh = bh; oh < eh; oh++) {
+                                const int64_t off = n * gs[0] + c0 + od * gs[2] + oh * gs[3];
+                                const int add = oh != bh;
+                                if (x->dtype == US3D_DT_FLOAT)
+                                    crow_f32((const float *)x->go + off, gs[4], bw, ew, nb, h, x->b2, add);
+                                else if (x->dtype == US3D_DT_FLOAT16)
+                                    crow_f16((const uint16_t *)x->go + off, gs[4], bw, ew, nb, h, x->b2, add);
+                                else
+                                    crow_bf16((const uint16_t *)x->go + off, gs[4], bw, ew, nb, h, x->b2, add);
+                            }
+                            if (od != bd) add_row(d, x->b1, nb);
+                        }
+                        if (!direct) store_row(x->dtype, out, is[1], d, nb);
+                    }
+                }
+            }
+        }
 }
 
 int us3d_run(const us3d_args *a) {
@@ -271,75 +401,30 @@ int us3d_run(const us3d_args *a) {
     if (a->workspace == NULL || a->workspace_size < L.total) return US3D_ERR_PARAM_INVALID;
     char *base = (char *)a->workspace;
     base += (US3D_ALIGN - ((uintptr_t)base % US3D_ALIGN)) % US3D_ALIGN;
+
+    run_ctx x;
+    x.dtype = a->dtype;
+    x.es = es;
+    x.go = (const char *)a->go_data;
+    x.gi = (char *)a->gi_data;
+    x.gs = a->go_stride;
+    x.is = a->gi_stride;
+    x.N = N; x.C = C; x.iD = iD; x.iH = iH; x.iW = iW;
     int64_t *loD = (int64_t *)(void *)(base + L.lod);
     int64_t *loH = (int64_t *)(void *)(base + L.loh);
     int64_t *loW = (int64_t *)(void *)(base + L.low);
-    float *A = (float *)(void *)(base + L.a);
-    float *B = (float *)(void *)(base + L.b);
-    float *row = (float *)(void *)(base + L.row);
+    x.b0 = (float *)(void *)(base + L.buf);
+    x.b1 = (float *)(void *)(base + L.buf + L.bufstep);
+    x.b2 = (float *)(void *)(base + L.buf + 2u * L.bufstep);
+    x.go_empty = go_empty;
 
     us3d_lo_table(a->scale[0], iD, oD, loD);
     us3d_lo_table(a->scale[1], iH, oH, loH);
     us3d_lo_table(a->scale[2], iW, oW, loW);
+    x.loD = loD; x.loH = loH; x.loW = loW;
 
-    const int64_t *gs = a->go_stride, *is = a->gi_stride;
-
-    /* W pass: A[n,c,od,oh,:] from gradOut rows.  Loop order n, od, oh, c keeps a channels-last
-       (NDHWC) block [W,C] hot in cache; for NCDHW it is just as good. */
-    if (oD > 0 && oH > 0) {
-        int64_t fixedK = 0;                    /* K if lo[iw] == K*iw for all iw and covers oW */
-        if (a->dtype == US3D_DT_FLOAT && gs[4] == 1 && oW > 0 && oW % iW == 0) {
-            int64_t K = oW / iW, ok = 1;
-            for (int64_t i = 0; i <= iW && ok; i++) ok = (loW[i] == K * i);
-            if (ok) fixedK = K;
-        }
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t od = 0; od < oD; od++)
-                for (int64_t oh = 0; oh < oH; oh++)
-                    for (int64_t c = 0; c < C; c++) {
-                        int64_t off = n * gs[0] + c * gs[1] + od * gs[2] + oh * gs[3];
-                        float *dst = A + (((n * C + c) * oD + od) * oH + oh) * iW;
-                        if (go_empty) {
-                            memset(dst, 0, (size_t)iW * sizeof(float));
-                        } else if (a->dtype == US3D_DT_FLOAT) {
-                            const float *p = (const float *)a->go_data + off;
-                            if (fixedK) wrow_f32_fixed(p, fixedK, iW, dst);
-                            else wrow_f32(p, gs[4], loW, iW, dst);
-                        } else if (a->dtype == US3D_DT_FLOAT16) {
-                            wrow_f16((const uint16_t *)a->go_data + off, gs[4], loW, iW, dst);
-                        } else {
-                            wrow_bf16((const uint16_t *)a->go_data + off, gs[4], loW, iW, dst);
-                        }
-                    }
-    }
-
-    /* H pass: B[n,c,od,ih,:] = sum_{oh in window} A[n,c,od,oh,:]. */
-    for (int64_t nc = 0; nc < N * C; nc++)
-        for (int64_t od = 0; od < oD; od++) {
-            const float *src = A + (nc * oD + od) * oH * iW;
-            float *dst = B + (nc * oD + od) * iH * iW;
-            for (int64_t ih = 0; ih < iH; ih++)
-                sum_rows(dst + ih * iW, src, iW, loH[ih], loH[ih + 1], iW);
-        }
-
-    /* D pass: gradInput[n,c,id,ih,:] = sum_{od in window} B[n,c,od,ih,:], rounded once. */
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t id = 0; id < iD; id++)
-            for (int64_t ih = 0; ih < iH; ih++)
-                for (int64_t c = 0; c < C; c++) {
-                    const float *src = B + ((n * C + c) * oD * iH + ih) * iW;   /* od = 0 */
-                    int64_t b = loD[id], e = loD[id + 1];
-                    const float *r;
-                    if (e - b == 1) {
-                        r = src + b * iH * iW;
-                    } else {
-                        sum_rows(row, src, iH * iW, b, e, iW);
-                        r = row;
-                    }
-                    char *dst = (char *)a->gi_data +
-                                (n * is[0] + c * is[1] + id * is[2] + ih * is[3]) * (int64_t)es;
-                    store_row(a->dtype, dst, is[4], r, iW);
-                }
+    if (a->go_stride[1] == 1 && C > 1 && a->go_stride[4] != 1) run_channels(&x);
+    else run_rows(&x);
     return US3D_OK;
 }
 

@@ -1,0 +1,48 @@
+"""The simulator exports every prototype of the table, with the same C signature."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from acl_bindings import sim
+from acl_bindings._lib import lib
+from acl_bindings.prototypes import PROTOTYPES, SIM_ONLY
+from tests._cdecl import ctypes_key, parse_declarations
+from upsample3d_grad._api import OP
+
+_DEF = re.compile(r"CANNSIM_API\s+([\w\s\*]+?)\s*\b(\w+)\s*\(([^)]*)\)\s*\{")
+
+
+def _definitions() -> dict[str, tuple[str, tuple[str, ...]]]:
+    text = "\n".join(p.read_text() for p in sorted((sim.ROOT / "src").glob("*.c")))
+    decls = ";\n".join(f"{ret} {name}({args})" for ret, name, args in _DEF.findall(text))
+    return parse_declarations(decls)
+
+
+OPERATOR = {OP.phase1_name: lib._prototype(OP.phase1_name), OP.phase2_name: lib._prototype(OP.phase2_name)}
+ALL = {**PROTOTYPES, **OPERATOR, **SIM_ONLY}
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_exported(name: str) -> None:
+    assert lib.has(name), f"the simulator does not export {name}"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_same_c_signature(name: str) -> None:
+    defs = _definitions()
+    assert name in defs, f"no CANNSIM_API definition of {name} found in acl_bindings/sim/src"
+    ret, args = defs[name]
+    _, restype, argtypes = ALL[name]
+    if name == "aclsysGetCANNVersion":  # the binding passes a 512-byte buffer as void*
+        assert args[1] == "ptr(struct aclCANNPackageVersion)"
+        return
+    assert ret == ctypes_key(restype)
+    assert args == tuple(ctypes_key(t) for t in argtypes)
+
+
+def test_identity() -> None:
+    assert lib.aclrtGetSocName() == b"CANN-Simulator"
+    assert lib.has("cannsimVersion") and b"cannsim" in lib.cannsimVersion()
