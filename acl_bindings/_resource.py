@@ -1,7 +1,8 @@
 """Ownership helpers shared by every handle-owning object.
 
-Each object owns one handle.  Its release runs exactly once: from ``close()``
-(errors propagate), or as a safety net from a ``weakref.finalize`` whose callback
+Each object owns one handle.  Its release succeeds at most once: from ``close()``
+(errors propagate; a release the library refused leaves the handle owned, so it
+can be retried), or as a safety net from a ``weakref.finalize`` whose callback
 holds the raw handle and the parent objects, never ``self`` (errors are logged,
 not printed).  After the process finalised ACL, or in a forked child, releases
 are skipped: the runtime no longer owns those handles.
@@ -14,7 +15,7 @@ import os
 import weakref
 from typing import Any, Callable
 
-from .errors import ClosedError
+from .errors import AclError, ClosedError
 
 _log = logging.getLogger("acl_bindings")
 
@@ -34,9 +35,14 @@ def releases_allowed() -> bool:
     return not STATE.finalized and os.getpid() == STATE.pid
 
 
-def _quiet(release: Callable[..., Any], *args: Any) -> None:
+def _quiet(release: Callable[..., Any], *args: Any, before: Callable[[], Any] | None = None) -> None:
     if not releases_allowed():
         return
+    try:
+        if before is not None:
+            before()  # e.g. wait for queued work that may still use the memory
+    except Exception as exc:
+        _log.debug("pre-release step of finalizer failed: %s", exc)
     try:
         release(*args)
     except Exception as exc:  # a safety-net release must never raise from the garbage collector
@@ -49,9 +55,12 @@ class Resource:
     _fin: weakref.finalize | None = None
     _what: str = "object"
 
-    def _own(self, release: Callable[..., Any], *args: Any) -> None:
-        """Register the release of the handle just created; *args* must not include ``self``."""
-        fin = weakref.finalize(self, _quiet, release, *args)
+    def _own(self, release: Callable[..., Any], *args: Any, before: Callable[[], Any] | None = None) -> None:
+        """Register the release of the handle just created; *args* must not include ``self``.
+
+        *before*, if given, runs first when the garbage collector (not ``close()``) releases it.
+        """
+        fin = weakref.finalize(self, _quiet, release, *args, before=before)
         fin.atexit = False
         self._fin = fin
 
@@ -61,18 +70,27 @@ class Resource:
         return self._fin is None or not self._fin.alive
 
     def close(self) -> None:
-        """Release the handle now.  Calling it again does nothing."""
+        """Release the handle now.  Calling it again does nothing.
+
+        When the library refuses the release (an :class:`AclError`), the handle stays
+        owned: the error propagates, ``close()`` may be retried, and the finalizer net
+        still runs.
+        """
         fin = self._fin
         if fin is None:
             return
         info = fin.detach()
         if info is None:
             return
-        _obj, _quiet_fn, args, _kwargs = info
+        _obj, _quiet_fn, args, kwargs = info
         release, rest = args[0], args[1:]
-        self._on_close()
         if releases_allowed():
-            release(*rest)
+            try:
+                release(*rest)
+            except AclError:
+                self._own(release, *rest, **kwargs)  # not released: keep owning it
+                raise
+        self._on_close()
 
     def _on_close(self) -> None:
         """Hook: drop Python-side references after release was decided."""

@@ -64,7 +64,8 @@ class DeviceBuffer(Resource):
         ptr = c_void_p()
         lib.aclrtMalloc(byref(ptr), self.nbytes, int(policy))
         self.ptr: int = int(ptr.value or 0)
-        self._own(_free, self.ptr, device)
+        # collected without close(): wait for queued work that may still use it, then free
+        self._own(_free, self.ptr, device, before=device.synchronize)
 
     @property
     def _as_parameter_(self) -> c_void_p:
@@ -156,7 +157,7 @@ class HostBuffer(Resource):
         ptr = c_void_p()
         lib.aclrtMallocHost(byref(ptr), self.nbytes)
         self.ptr: int = int(ptr.value or 0)
-        self._own(_free_host, self.ptr, device)
+        self._own(_free_host, self.ptr, device, before=device.synchronize)
 
     def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A numpy view of the buffer (no copy)."""

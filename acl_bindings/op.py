@@ -24,6 +24,7 @@ from typing import Any
 from ._lib import lib
 from ._resource import Resource
 from ._types import aclOpExecutor_p
+from .errors import ProcessForkedError
 from .memory import DeviceBuffer
 from .meta import Tensor
 from .prototypes import two_phase_prototypes
@@ -116,7 +117,10 @@ class Workspace:
         """Free the buffer after the stream has finished with it."""
         if self.buffer is not None and not self.buffer.closed:
             if not self.stream.closed:
-                self.stream.synchronize()
+                try:
+                    self.stream.synchronize()
+                except ProcessForkedError:
+                    pass  # a forked child: the parent's stream; the close below releases nothing here
             self.buffer.close()
         self.buffer = None
 

@@ -24,8 +24,9 @@ from upsample3d_grad import AclnnParamError, Session, reference
 RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2.0 ** -10, np.dtype(ml_dtypes.bfloat16): 2.0 ** -7}
 
 
-def check(label: str, got: np.ndarray, want: np.ndarray) -> bool:
+def check(label: str, got: object, want: np.ndarray) -> bool:
     """Print one line; True when *got* matches *want* within the summation-order tolerance."""
+    assert isinstance(got, np.ndarray)  # numpy in, numpy out
     ok = got.shape == want.shape and got.dtype == want.dtype and np.allclose(
         got.astype(np.float32), want.astype(np.float32), rtol=RTOL[want.dtype], atol=1e-4)
     print(f"  {'ok  ' if ok else 'FAIL'} {label}: gradInput {got.shape} {got.dtype}")

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import atexit
+import numbers
 import os
 import threading
 from typing import Any, Optional, Sequence
@@ -87,16 +88,26 @@ def UpsampleNearestExact3dGrad(grad_output: Any, input_size: Sequence[int],
     ``output_size=(0, 0, 0)`` takes (D, H, W) from *grad_output*'s shape; ``scales`` of 0 are
     "not given".
     """
+    from acl_bindings import AclnnParamError
+
+    from .checks import PHASE1
+
     g = _to_numpy(grad_output)
-    out_sz = tuple(int(v) for v in output_size)
-    if out_sz == (0, 0, 0) and isinstance(g, np.ndarray) and g.ndim == 5:
+    out_sz: Any = output_size  # anything but (0, 0, 0) goes to the checks as given
+    if _all_zero_ints(output_size) and isinstance(g, np.ndarray) and g.ndim == 5:
         out_sz = tuple(g.shape[1:4]) if layout == "NDHWC" else tuple(g.shape[2:5])
-    sc = tuple(scales)
-    if len(sc) != 3:
-        from acl_bindings import AclnnParamError
+    if isinstance(scales, (str, bytes)) or not hasattr(scales, "__len__") or len(scales) != 3:
+        raise AclnnParamError(161002, PHASE1, f"scales: expected 3 values (D, H, W), got {scales!r}")
+    sc = [None if _is_zero(s) else s for s in scales]  # 0 means "not given"
+    return upsample_nearest_exact3d_backward(g, out_sz, input_size, *sc, layout=layout, strict=strict)
 
-        from .checks import PHASE1
 
-        raise AclnnParamError(161002, PHASE1, f"scales: expected 3 values (D, H, W), got {len(sc)}: {list(sc)}")
-    return upsample_nearest_exact3d_backward(g, out_sz, input_size, *(s if s else None for s in sc),
-                                             layout=layout, strict=strict)
+def _is_zero(value: Any) -> bool:
+    return (isinstance(value, (numbers.Real, np.floating, np.integer)) and not isinstance(value, (bool, np.bool_))
+            and value == 0)
+
+
+def _all_zero_ints(values: Any) -> bool:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) != 3:
+        return False
+    return all(isinstance(v, (numbers.Integral, np.integer)) and _is_zero(v) for v in values)

@@ -353,6 +353,8 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
         def pump(dev: int, proc: subprocess.Popen[str]) -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
+                if line.startswith("report: "):
+                    continue  # the child's report is a temporary file, merged below
                 with lock:
                     print(f"[device {dev}] {line.rstrip()}", flush=True)
 

@@ -46,11 +46,15 @@ class Plan:
 
     def __init__(self, go: DeviceArray, gi: DeviceArray, output_size: tuple[int, ...], input_size: tuple[int, ...],
                  scales: tuple[float, float, float]) -> None:
-        self.go_tensor = _borrowed_tensor(go)
-        self.gi_tensor = _borrowed_tensor(gi)
-        self.arrays = (IntArray(output_size), IntArray(input_size))
+        self.go_tensor: Optional[Tensor] = None
+        self.gi_tensor: Optional[Tensor] = None
+        self.arrays: tuple[IntArray, ...] = ()
         self.executor: Optional[Executor] = None
-        try:
+        try:  # a failure at any step releases what the earlier steps created
+            self.go_tensor = _borrowed_tensor(go)
+            self.gi_tensor = _borrowed_tensor(gi)
+            self.arrays = (IntArray(output_size),)
+            self.arrays += (IntArray(input_size),)
             self.workspace_size, self.executor = OP.get_workspace_size(
                 self.go_tensor, self.arrays[0], self.arrays[1], *scales, self.gi_tensor)
         except BaseException:
@@ -65,7 +69,7 @@ class Plan:
 
     def run(self, go: DeviceArray, gi: DeviceArray, workspace: Any, stream: Any) -> int:
         """Point the executor at *go* and *gi* and queue phase 2.  Returns the workspace size."""
-        assert self.executor is not None
+        assert self.executor is not None and self.go_tensor is not None and self.gi_tensor is not None
         if go.buffer.ptr != self.go_tensor.address:
             self.executor.set_input_address(0, self.go_tensor, go.buffer.ptr)
         if gi.buffer.ptr != self.gi_tensor.address:
@@ -75,11 +79,16 @@ class Plan:
         return self.workspace_size
 
     def close(self) -> None:
-        """Destroy the executor, then the tensors and arrays it refers to."""
-        if self.executor is not None:
-            self.executor.close()
-        for obj in (self.go_tensor, self.gi_tensor, *getattr(self, "arrays", ())):
-            obj.close()
+        """Destroy the executor, then the tensors and arrays it refers to (each attempted; first error raised)."""
+        first: Optional[Exception] = None
+        for obj in (self.executor, self.go_tensor, self.gi_tensor, *self.arrays):
+            try:
+                if obj is not None:
+                    obj.close()
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
 
 
 class PlanCache:
@@ -117,6 +126,12 @@ class PlanCache:
 
     def clear(self) -> None:
         """Close every plan (the caller synchronised the stream first)."""
+        first: Optional[Exception] = None
         while self.plans:
             _, plan = self.plans.popitem()
-            plan.close()
+            try:
+                plan.close()
+            except Exception as exc:  # a refused release stays owned by its object (garbage collector net)
+                first = first or exc
+        if first is not None:
+            raise first

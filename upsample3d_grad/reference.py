@@ -27,7 +27,10 @@ identity copy, a pure scatter (every window holds at most one element), runs
 of equal-length windows summed as strided slices, or sliding-window sums
 followed by a gather.  Work is split into cache-sized chunks.  Only the window
 indices are exact; float32 summation order may differ between paths by a few
-ulps.
+ulps.  Plans (tables, pass order, chunks) are cached per call shape, so
+repeated calls with the same sizes and scales skip the planning.  Non-finite
+gradOut values only reach their own window (no matmul with 0/1 weights).
+float16 input is bounded by numpy's (scalar) float16 -> float32 cast.
 """
 
 from __future__ import annotations
@@ -222,7 +225,7 @@ def _cann_lo(in_size: int, out_size: int, s: np.float32) -> np.ndarray:
 def _torch_r(in_size: int, out_size: int, scale: float | None) -> np.float32:
     """PyTorch CPU's float32 inverse factor ``compute_scales_value<float>`` (cann-abi.md §6.1)."""
     with np.errstate(over="ignore", divide="ignore"):
-        if _given(scale):
+        if scale is not None and scale > 0:
             return np.float32(1.0 / float(scale))  # reciprocal in double, rounded to float
         return np.float32(in_size) / np.float32(out_size)
 
@@ -350,9 +353,7 @@ def convention_differences(
     osz, isz = _check_sizes(output_size, input_size)
     raw = [_check_scale(f"scales_{n.lower()}", s) for n, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
     cann = resolve_scales(osz, isz, *raw)
-    return {
-        name: _mismatches(isz[k + 2], osz[k], cann[k], raw[k]) for k, name in enumerate(_DIM_NAMES)
-    }
+    return {name: _mismatches(isz[k + 2], osz[k], cann[k], raw[k]) for k, name in enumerate(_DIM_NAMES)}
 
 
 # --------------------------------------------------------------------------
@@ -411,9 +412,7 @@ def upsample_nearest_exact3d(
         y = np.take(y, np.maximum(src, 0), axis=ax)
         missing = np.nonzero(src < 0)[0]
         if missing.size:
-            sel = [slice(None)] * 5
-            sel[ax] = missing
-            y[tuple(sel)] = 0
+            y[_idx(ax, missing)] = 0
     return np.ascontiguousarray(y)
 
 
@@ -655,7 +654,7 @@ class _AxisOp:
         split = self.split
         for i0, i1, ell, a in self.info.runs:
             n = i1 - i0
-            if split and n < _SHORT_RUN and 2 <= ell < _BIG_RUN and n > 1:
+            if split and n < _SHORT_RUN and 2 <= ell < _BIG_RUN:
                 for j in range(n):
                     s = a + j * ell
                     dst = out[_idx(axis, i0 + j)]
@@ -798,6 +797,7 @@ class _Plan:
         batch = (0, 1) if layout == "NCDHW" else (0,)
         n_units = math.prod(shape[a] for a in batch)
         units = max(1, n_units // n_chunks)
+        bsl: list[tuple[slice, ...]]
         if layout == "NDHWC":
             bsl = [(slice(a, min(a + units, shape[0])),) for a in range(0, shape[0], units)]
         elif units < shape[1]:

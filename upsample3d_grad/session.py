@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from acl_bindings import (
     Event,
     Format,
     IntArray,
+    ProcessForkedError,
     Stream,
     Tensor,
     Workspace,
@@ -42,9 +43,23 @@ from acl_bindings import (
 
 from . import checks
 from ._api import OP
+from .fastpath import PreparedCall, cached_check_params
 from .plans import Plan, PlanCache, plan_key
 
 __all__ = ["Session", "DeviceArray"]
+
+
+def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
+    """Run every step even when one fails, then raise the first error (a failed release must not leak the rest)."""
+    first: Optional[Exception] = None
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
 
 
 def _positive_strides(array: np.ndarray, param: str) -> tuple[int, ...]:
@@ -91,7 +106,11 @@ class DeviceArray:
 
     def spec(self) -> checks.TensorSpec:
         """What phase 1 sees of this array."""
-        return checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)), int(checks.layout_format(self.layout)))
+        spec = self.__dict__.get("_spec")
+        if spec is None:  # shape, dtype and layout never change: build it once
+            spec = self._spec = checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)),
+                                                  int(checks.layout_format(self.layout)))
+        return spec
 
     def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Synchronise the session's stream and copy to host (a new array, or *out* of the same layout)."""
@@ -106,6 +125,8 @@ class DeviceArray:
             view = np.lib.stride_tricks.as_strided(
                 raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides))
             return np.array(view)
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out: expected a numpy array, got {type(out).__name__}")
         if out.shape != self.shape or out.dtype != self.dtype:
             raise ValueError(f"out: expected shape {self.shape} dtype {self.dtype}, got {out.shape} {out.dtype}")
         self.buffer.download(np.lib.stride_tricks.as_strided(out, (host_span(out)[1] // self.dtype.itemsize,),
@@ -113,15 +134,23 @@ class DeviceArray:
         return out
 
     def close(self) -> None:
-        """Release the aclTensor, then the device memory (after the stream finished with it)."""
-        if self.buffer.closed:
+        """Release the aclTensor, then the device memory (after the stream finished with it).
+
+        Every step is attempted even when one fails (the first error is raised); a release
+        the library refused stays owned, and another ``close()`` retries it.
+        """
+        if self.buffer.closed and self.tensor.closed:
             return
-        self.tensor.close()
-        if not self.session.closed:
+        _run_all((self.tensor.close, self._sync_before_free, self.buffer.close))
+
+    def _sync_before_free(self) -> None:
+        if not self.session.closed and not self.buffer.closed:
             # always: work queued through the raw two-phase API may still read this buffer
-            self.session.device.activate()
+            try:
+                self.session.device.activate()
+            except ProcessForkedError:
+                return  # a forked child: the handles are the parent's, and closing releases nothing
             self.session._sync()
-        self.buffer.close()
 
     def _check_open(self) -> None:
         if self.buffer.closed:
@@ -179,6 +208,7 @@ class Session:
         self.use_plans = plans
         self.plans = PlanCache()
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
+        self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
         self._lock = threading.RLock()
         self._pending = False
         self.backend = load_backend()
@@ -205,30 +235,37 @@ class Session:
         self.device.activate()
 
     def close(self) -> None:
-        """Synchronise, then release arrays, workspace, stream and device.  Idempotent."""
+        """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
+
+        Every release is attempted even when one fails (the first error is raised).  The
+        device is reset only after everything that needs it was released, so after such a
+        failure another ``close()`` finishes the job.
+        """
         with self._lock:
-            if self._closed:
+            if self._closed and self.device.closed:
                 return
-            errors: list[BaseException] = []
-            try:
-                self.device.activate()
-                self.stream.synchronize()
-            except Exception as exc:  # keep releasing: a failed sync must not leak the rest
-                errors.append(exc)
-            self._pending = False
-            for arr in list(self._arrays):
-                try:
-                    arr.close()
-                except Exception as exc:
-                    errors.append(exc)
-            self._closed = True
-            for release in (self.plans.clear, self.workspace.release, self.stream.close, self.device.close):
-                try:
-                    release()
-                except Exception as exc:
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
+            steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
+            steps += [call.close for call in list(self._prepared)]
+            steps += [arr.close for arr in list(self._arrays)]
+            steps += [self._mark_closed, self.plans.clear, self.workspace.release, self.stream.close,
+                      self._reset_device]
+            _run_all(steps)
+
+    def _sync_for_close(self) -> None:
+        try:
+            self.device.activate()
+        except ProcessForkedError:
+            return  # a forked child: nothing of the parent's is waited for or released
+        self.stream.synchronize()
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        self._pending = False
+
+    def _reset_device(self) -> None:
+        # a stream, workspace or array the library refused to release still needs the device
+        if self.stream.closed and self.workspace.buffer is None and all(a.closed for a in list(self._arrays)):
+            self.device.close()
 
     def __enter__(self) -> Session:
         return self
@@ -266,10 +303,15 @@ class Session:
         offset 0.
         """
         self._check_open()
-        if not isinstance(array, np.ndarray):
-            raise checks.AclnnParamError(161002, checks.PHASE1,
-                                         f"{param}: expected a numpy array, got {type(array).__name__}")
-        checks.layout_format(layout)
+        spec = checks.spec_of(array, layout, param)  # 161002: not a numpy array, dtype, layout
+        if spec is None:
+            raise checks.AclnnParamError(161001, checks.PHASE1, f"{param}: expected a numpy array but got None")
+        if spec.dtype not in checks.SUPPORTED:
+            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: dtype must be float32, float16 or "
+                                                                f"bfloat16, got {array.dtype}")
+        if array.ndim != 5:
+            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: expected a 5-D array ({layout}), got "
+                                                                f"{array.ndim} dims {list(array.shape)}")
         strides = _positive_strides(array, param)
         addr, nbytes = host_span(array)
         item = array.itemsize
@@ -340,6 +382,9 @@ class Session:
         """
         with self._lock:
             self._check_open()
+            self._check_device_arrays(grad_output, out)
+            if isinstance(out, np.ndarray) and not out.flags.writeable:
+                raise checks.AclnnParamError(161002, checks.PHASE1, "gradInput (out): the numpy array is read-only")
             go_spec = grad_output.spec() if isinstance(grad_output, DeviceArray) else checks.spec_of(
                 grad_output, layout, "gradOut")
             if go_spec is None:
@@ -353,11 +398,12 @@ class Session:
                 gi_spec = out.spec()
             else:
                 gi_spec = checks.spec_of(out, layout, "gradInput")
-            scales = checks.check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w,
+            scales = cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w,
                                          gi_spec, strict=strict)
             del scales  # CANN receives the user's values; it applies the all-or-nothing rule itself
             sd, sh, sw = checks.normalize_scales(scales_d, scales_h, scales_w)
             owned: list[DeviceArray] = []
+            result: ArrayLike
             try:
                 go = grad_output if isinstance(grad_output, DeviceArray) else self._track(
                     self.upload(grad_output, layout), owned)
@@ -370,15 +416,50 @@ class Session:
                 self._launch(go, output_size, input_size, (sd, sh, sw), gi)
                 if isinstance(grad_output, DeviceArray) and out is None:
                     owned.remove(gi)
-                    return gi
-                if isinstance(out, DeviceArray):
-                    return out
-                if out is not None:
-                    return gi.download(out)
-                return gi.download()
-            finally:
+                    result = gi
+                elif isinstance(out, DeviceArray):
+                    result = out
+                elif out is not None:
+                    result = gi.download(out)
+                else:
+                    result = gi.download()
+            except BaseException:
+                # report the first error; a release refused here stays owned and is retried by close()
                 for arr in owned:
-                    arr.close()
+                    try:
+                        arr.close()
+                    except Exception:
+                        pass
+                raise
+            _run_all([arr.close for arr in owned])
+            return result
+
+    def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
+                scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray, plan: bool = True,
+                sync: bool = True, strict: bool = True) -> PreparedCall:
+        """Prepare one call shape on device arrays for fast repeated calls (see :mod:`upsample3d_grad.fastpath`).
+
+        The host checks, the C arguments and phase 1 (with a repeatable executor when *plan*;
+        else a lean one-shot call each time) are done here, once.  Calling the returned
+        :class:`~upsample3d_grad.fastpath.PreparedCall` runs the operator (and synchronises the
+        stream unless *sync* is False); it may be given other device arrays of the same layout.
+        It is closed with the session, or by its own ``close()``.
+        """
+        return PreparedCall(self, grad_output, output_size, input_size, scales, out=out, plan=plan, sync=sync,
+                            strict=strict)
+
+    def _register_prepared(self, call: PreparedCall) -> None:
+        self._prepared.add(call)
+
+    def _check_device_arrays(self, *arrays: Any) -> None:
+        """Device arrays passed in must be open and belong to this session (same device and stream)."""
+        for arr, param in zip(arrays, ("gradOut", "gradInput")):
+            if isinstance(arr, DeviceArray):
+                arr._check_open()
+                if arr.session is not self:
+                    raise checks.AclnnParamError(
+                        161002, checks.PHASE1, f"{param}: this DeviceArray belongs to another Session (device "
+                                               f"{arr.session.device.id}); upload the data to this one")
 
     @staticmethod
     def _track(arr: DeviceArray, owned: list[DeviceArray]) -> DeviceArray:
@@ -417,18 +498,24 @@ class Session:
                        scales: tuple[float, float, float] = (0.0, 0.0, 0.0), *, out: DeviceArray,
                        repeat: int = 1) -> list[float]:
         """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
-        self._check_open()
-        checks.check_params(grad_output.spec(), output_size, input_size, *scales, out.spec())
-        times = []
-        with Event(self.device) as start, Event(self.device) as end:
-            for _ in range(repeat):
-                start.record(self.stream)
-                self._launch(grad_output, output_size, input_size, scales, out)
-                end.record(self.stream)
-                end.synchronize()
-                times.append(end.elapsed_ms(start))
-        self._sync()
-        return times
+        with self._lock:  # plans and the workspace are shared with backward() on other threads
+            self._check_open()
+            for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
+                if not isinstance(arr, DeviceArray):
+                    raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: timed_backward takes device "
+                                                                        f"arrays, got {type(arr).__name__}")
+            self._check_device_arrays(grad_output, out)
+            checks.check_params(grad_output.spec(), output_size, input_size, *scales, out.spec())
+            times = []
+            with Event(self.device) as start, Event(self.device) as end:
+                for _ in range(repeat):
+                    start.record(self.stream)
+                    self._launch(grad_output, output_size, input_size, scales, out)
+                    end.record(self.stream)
+                    end.synchronize()
+                    times.append(end.elapsed_ms(start))
+            self._sync()
+            return times
 
 
 def _format_of(layout: str) -> Format:

@@ -61,9 +61,10 @@ from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import Session
 
 __all__ = [
-    "SmokeCase", "build_matrix", "compare", "window_size", "bad_cases", "make_grad_output", "tolerance_text", "run_compute_case",
-    "run_bad_case", "iter_results", "soc_support", "environment", "device_report", "summarize", "run_device",
-    "merge_reports", "SAMPLE_EXPECTED", "DETERMINISM_CANN", "DETERMINISM_SIM", "SCHEMA_VERSION",
+    "SmokeCase", "build_matrix", "compare", "window_size", "bad_cases", "make_grad_output", "tolerance_text",
+    "run_compute_case", "run_bad_case", "iter_results", "repeat_identical", "soc_support", "environment",
+    "environment_and_devices", "device_report", "summarize", "tolerances", "new_report", "run_device",
+    "merge_reports", "default_device", "SAMPLE_EXPECTED", "DETERMINISM_CANN", "DETERMINISM_SIM", "SCHEMA_VERSION",
 ]
 
 SCHEMA_VERSION = 1
@@ -453,21 +454,41 @@ def soc_support(soc: str, is_simulator: bool = False) -> tuple[bool | None, str]
 def environment() -> dict[str, Any]:
     """What the report says about the machine: backend, libraries, CANN version, SoC, devices.
 
-    Loads the backend and the operator library.  Raises
+    Loads the backend and the operator library (opens no device).  Raises
     :class:`acl_bindings.LibraryNotFoundError` when no library can be loaded.
     """
-    return environment_and_devices()[0]
+    return environment_and_devices(memory=False)[0]
 
 
-def environment_and_devices() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """:func:`environment` and the devices' memory (``id``, ``free_bytes``, ``total_bytes``)."""
-    from acl_bindings import report
+def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`environment`, and with *memory* each device's memory (``id``, ``free_bytes``, ``total_bytes``).
+
+    Reading the memory sets every device once (``aclrtSetDevice`` / ``aclrtResetDevice``).
+    """
+    from acl_bindings import AclError, Device, runtime
 
     from . import __version__
 
     backend = load_backend()
     op_found = OP.available()  # loads the operator library, so it is listed below
-    info = report.collect()
+    info: dict[str, Any] = {}
+    devices: list[dict[str, Any]] = []
+    try:
+        runtime.ensure_initialized()
+        info["soc_name"] = runtime.soc_name()
+        info["cann_version"] = runtime.cann_version()
+        info["acl_version"] = runtime.acl_version()
+        info["device_count"] = runtime.device_count()
+        for dev_id in range(info["device_count"] if memory else 0):
+            with Device(dev_id) as dev:
+                free, total = dev.mem_info()
+            devices.append({"id": dev_id, "free_bytes": free, "total_bytes": total})
+    except AclError as exc:
+        info["error"] = " | ".join(str(exc).splitlines())
+    if backend.is_simulator:
+        from acl_bindings import sim
+
+        info["simulator_version"] = sim.version()
     supported, note = soc_support(str(info.get("soc_name", "")), backend.is_simulator)
     where = backend.find_op_symbol(OP.phase1_name)
     acl_ver = info.get("acl_version")
@@ -495,7 +516,7 @@ def environment_and_devices() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "platform": platform.platform(),
         "error": info.get("error"),
     }
-    return env, list(info.get("devices", []))
+    return env, devices
 
 
 def device_report(device_id: int, results: Sequence[dict[str, Any]], mem: tuple[int, int],

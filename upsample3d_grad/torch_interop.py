@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -41,7 +41,8 @@ from acl_bindings import AclnnParamError
 
 from . import checks
 
-__all__ = ["tensor_to_numpy", "numpy_to_tensor", "backward_torch", "describe_tensor", "TorchDescription"]
+__all__ = ["tensor_to_numpy", "numpy_to_tensor", "backward_torch", "describe_tensor", "TorchDescription",
+           "run_on_storage"]
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
@@ -262,9 +263,7 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
         import torch_npu
     except ImportError as exc:
         raise ImportError("grad_output is on an NPU but torch_npu cannot be imported") from exc
-    from acl_bindings import IntArray, Tensor, load_backend
-
-    from ._api import aclnnUpsampleNearestExact3dBackward, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
+    from acl_bindings import load_backend
 
     backend = load_backend()
     _check_same_runtime(backend)
@@ -282,40 +281,75 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
                                   f"{name}: the tensor uses the NPU-private format {npu_fmt}; convert it first "
                                   "with torch_npu.npu_format_cast(t, 2) (ND)")
     go_desc = TorchDescription(go)
-    n, c, d, h, w = (int(v) for v in input_size) if len(input_size) == 5 else (0, 0, 0, 0, 0)
-    result_shape = (n, d, h, w, c) if layout == "NDHWC" else (n, c, d, h, w)
+    go_spec = checks.TensorSpec(go_desc.shape, _acl_dtype(go_desc.dtype), int(fmt))
     if out is None:
-        if len(input_size) != 5:
-            raise AclnnParamError(161002, checks.PHASE1,
-                                  f"inputSize (input_size): expected 5 values (N, C, D, H, W), got {list(input_size)}")
-        out = torch.empty(result_shape, dtype=go.dtype, device=device)
-    gi_desc = TorchDescription(out)
-    go_spec = checks.TensorSpec(go_desc.shape, int(_acl_dtype(go_desc.dtype)), int(fmt))
-    gi_spec = checks.TensorSpec(gi_desc.shape, int(_acl_dtype(gi_desc.dtype)), int(fmt))
-    checks.check_params(go_spec, output_size, input_size, *scales, gi_spec, strict=strict)
+        gi_spec = checks.TensorSpec(_result_shape(input_size, layout), go_spec.dtype, int(fmt))
+    else:
+        out_desc = TorchDescription(out)
+        gi_spec = checks.TensorSpec(out_desc.shape, _acl_dtype(out_desc.dtype), int(fmt))
+    checks.check_params(go_spec, output_size, input_size, *scales, gi_spec, strict=strict)  # before any allocation
     sd, sh, sw = checks.normalize_scales(*scales)
+    if out is None:
+        out = torch.empty(gi_spec.shape, dtype=go.dtype, device=device)
+    gi_desc = TorchDescription(out)
+    def workspace(n: int) -> tuple[int, Any]:
+        t = torch.empty(n, dtype=torch.uint8, device=device)  # stream-ordered caching allocator
+        return int(t.data_ptr()), t
+
+    def stream() -> int:
+        # this drains torch_npu's task queue, so earlier torch work reaches the stream before our kernel
+        return int(torch_npu.npu.current_stream(device).npu_stream)
+
     with torch_npu.npu.device(device.index):
-        tensors = [Tensor(desc.shape, desc.dtype, None, strides=desc.strides, offset=desc.offset, format=fmt,
-                          storage_dims=desc.storage_dims, address=desc.address) for desc in (go_desc, gi_desc)]
-        arrays = [IntArray(list(output_size)), IntArray(list(input_size))]
-        try:
-            size, executor = aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
-                tensors[0], arrays[0], arrays[1], sd, sh, sw, tensors[1])
-            try:
-                workspace = torch.empty(size, dtype=torch.uint8, device=device) if size > 0 else None
-                # read last: this drains torch_npu's task queue so earlier torch work is on the stream first
-                stream = torch_npu.npu.current_stream(device).npu_stream
-                raw_stream: Any = ctypes.c_void_p(int(stream))  # borrowed aclrtStream, not an acl_bindings.Stream
-                aclnnUpsampleNearestExact3dBackward(workspace.data_ptr() if workspace is not None else None, size,
-                                                    executor, raw_stream)
-            finally:
-                executor.close()  # only destroys an executor that phase 2 did not consume
-        finally:
-            for obj in (*tensors, *arrays):  # descriptors only: the memory belongs to torch
-                obj.close()
+        run_on_storage(go_desc, gi_desc, output_size, input_size, (sd, sh, sw), fmt, workspace, stream)
     if return_type == "numpy":
         return tensor_to_numpy(out.cpu())
     return out
+
+
+def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequence[int],
+                   input_size: Sequence[int], scales: tuple[float, float, float], fmt: Any,
+                   workspace: Callable[[int], tuple[int, Any]], stream: Callable[[], int]) -> int:
+    """Run the operator on memory described by *go* and *gi*, which this function does not own.
+
+    Both phases of the faithful API, with aclTensors over the described storage (no copy).
+    *workspace(n)* returns ``(address, keepalive)`` of at least *n* device bytes; the
+    keepalive is dropped after the launch, so it must be stream-ordered memory (a torch
+    tensor from the caching allocator, say).  *stream()* returns the raw ``aclrtStream``;
+    it is called last, right before phase 2.  Nothing is synchronised.  Returns the
+    workspace size.  Used for NPU tensors by :func:`backward_torch`; the simulator tests
+    drive it with torch tensors over simulator device memory.
+    """
+    from acl_bindings import IntArray, Tensor
+
+    from ._api import aclnnUpsampleNearestExact3dBackward, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
+
+    tensors = [Tensor(d.shape, d.dtype, None, strides=d.strides, offset=d.offset, format=fmt,
+                      storage_dims=d.storage_dims, address=d.address) for d in (go, gi)]
+    arrays: list[IntArray] = []
+    try:
+        arrays = [IntArray(list(output_size)), IntArray(list(input_size))]
+        size, executor = aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
+            tensors[0], arrays[0], arrays[1], *scales, tensors[1])
+        try:
+            address, keep = workspace(size) if size > 0 else (None, None)
+            raw_stream: Any = ctypes.c_void_p(stream())  # a borrowed aclrtStream, not an acl_bindings.Stream
+            aclnnUpsampleNearestExact3dBackward(address, size, executor, raw_stream)
+            del keep  # released after the launch: the allocator orders its reuse on the stream
+        finally:
+            executor.close()  # only destroys an executor that phase 2 did not consume
+    finally:
+        for obj in (*tensors, *arrays):  # descriptors only: the memory belongs to the caller
+            obj.close()
+    return size
+
+
+def _result_shape(input_size: Any, layout: str) -> tuple[int, ...]:
+    try:
+        n, c, d, h, w = (int(v) for v in input_size)
+    except (TypeError, ValueError):
+        return (-1,)  # check_params reports the real problem, with CANN's code
+    return (n, d, h, w, c) if layout == "NDHWC" else (n, c, d, h, w)
 
 
 def _acl_dtype(dt: np.dtype) -> int:

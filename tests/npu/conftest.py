@@ -53,6 +53,7 @@ def probe() -> tuple[bool, str, dict[str, Any]]:
         return _probe_result["value"]
     env = dict(os.environ, ACL_BINDINGS_BACKEND="cann")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    value: tuple[bool, str, dict[str, Any]]
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE], env=env, cwd=REPO, capture_output=True, text=True,
                               timeout=300)
@@ -107,7 +108,7 @@ def torch_npu_mod() -> Any:
         import torch_npu
     except ImportError:
         return None
-    torch.npu.set_device(DEVICE)
+    torch.npu.set_device(DEVICE)  # type: ignore[attr-defined]  # added by torch_npu
     torch.zeros(1, device=f"npu:{DEVICE}")  # makes torch_npu initialise ACL now, before the binding does
     return torch_npu
 

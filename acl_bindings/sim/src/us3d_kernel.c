@@ -20,53 +20,48 @@ static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return
 static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 static inline float f16_to_f32(uint16_t h) {
+    /* Branch-free (masks only), so loops over it vectorise. */
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu;
-    uint32_t m = h & 0x3ffu;
-    if (e == 0) {
-        if (m == 0) return bits_f32(sign);
-        /* subnormal: m * 2^-24, exact in float32 */
-        float v = (float)m * 5.9604644775390625e-8f;
-        return sign ? -v : v;
-    }
-    if (e == 31) return bits_f32(sign | 0x7f800000u | (m << 13));   /* inf / NaN (payload kept) */
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    uint32_t a = h & 0x7fffu;
+    /* normal, inf and NaN: shift the fields into place and re-bias the exponent (15 -> 127, or
+       31 -> 255 for inf/NaN; a NaN keeps its payload) */
+    uint32_t nb = (a << 13) + (a >= 0x7c00u ? (224u << 23) : (112u << 23));
+    /* zero and subnormal: a * 2^-24, exact (a normal float32, or 0) */
+    float sub = (float)(int32_t)a * 5.9604644775390625e-8f;
+    uint32_t small = 0u - (uint32_t)(a < 0x400u);                /* all ones for zero/subnormal */
+    return bits_f32((f32_bits(sub) & small) | (nb & ~small) | sign);
 }
 
 static inline uint16_t f32_to_f16(float f) {
+    /* Round to nearest even, branch-free (every case is computed, then selected with masks), so
+       loops over it vectorise. */
     uint32_t u = f32_bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u)                                   /* NaN -> quiet NaN, top payload bits */
-        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u)                                  /* >= 65520 rounds to inf (and inf) */
-        return (uint16_t)(sign | 0x7c00u);
-    if (a >= 0x38800000u) {                                /* normal half: >= 2^-14 */
-        uint32_t h = (a >> 13) - (112u << 10);
-        uint32_t rem = a & 0x1fffu;
-        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;   /* carry into exponent is fine */
-        return (uint16_t)(sign | h);
-    }
-    {                                                      /* subnormal half or zero */
-        uint32_t e = a >> 23;
-        if (e < 102u) return sign;                         /* < 2^-25 (tie at 2^-25 -> 0 too) */
-        uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126u - e;                         /* 14..24 */
-        uint32_t q = mant >> shift;
-        uint32_t rem = mant & ((1u << shift) - 1u);
-        uint32_t half = 1u << (shift - 1u);
-        if (rem > half || (rem == half && (q & 1u))) q++;  /* may become 0x400 = smallest normal */
-        return (uint16_t)(sign | q);
-    }
+    /* normal half (|f| >= 2^-14): re-bias the exponent (127 -> 15), round at bit 13 (a carry into
+       the exponent is correct) */
+    uint32_t nrm = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    /* subnormal half or zero: |f| + 0.5f is rounded by the float32 adder to a multiple of 2^-24,
+       the half subnormal step, ties to even; the low bits then hold the half's mantissa (0x400,
+       the smallest normal, when it rounds up that far) */
+    float shifted = bits_f32(a) + 0.5f;   /* (float32 arithmetic: SSE or NEON, no excess precision) */
+    uint32_t sub = f32_bits(shifted) - 0x3f000000u;
+    uint32_t m_sub = 0u - (uint32_t)(a < 0x38800000u);
+    uint32_t m_inf = 0u - (uint32_t)(a >= 0x477ff000u);          /* >= 65520 rounds to inf (and inf) */
+    uint32_t m_nan = 0u - (uint32_t)(a > 0x7f800000u);           /* NaN -> quiet NaN, top payload bits */
+    uint32_t h = (sub & m_sub) | (nrm & ~m_sub);
+    h = (0x7c00u & m_inf) | (h & ~m_inf);
+    h = ((0x7e00u | ((a >> 13) & 0x3ffu)) & m_nan) | (h & ~m_nan);
+    return (uint16_t)(sign | h);
 }
 
 static inline float bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
 
 static inline uint16_t f32_to_bf16(float f) {
     uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);   /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                       /* RNE; overflow carries to inf */
-    return (uint16_t)(u >> 16);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;         /* RNE; overflow carries to inf */
+    uint32_t q = (u >> 16) | 0x0040u;                            /* NaN -> quiet NaN */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
 float us3d_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
@@ -146,12 +141,14 @@ static int compute_layout(const int64_t go[5], const int64_t gi[5], ws_layout *L
     L->lod = off; off = round_up64(off + (iD + 1) * 8u);
     L->loh = off; off = round_up64(off + (iH + 1) * 8u);
     L->low = off; off = round_up64(off + (iW + 1) * 8u);
-    /* three float32 row buffers of max(iW, min(C, US3D_CBLOCK)) elements */
-    uint64_t cb = C < US3D_CBLOCK ? C : US3D_CBLOCK;
+    /* four float32 row buffers of max(iW, oW, min(C, US3D_CBLOCK)) elements */
+    uint64_t cb = C < US3D_CBLOCK ? C : US3D_CBLOCK, oW = (uint64_t)go[4];
+    if (oW > lim) return 0;
     L->buflen = iW > cb ? iW : cb;
+    if (oW > L->buflen) L->buflen = oW;
     L->bufstep = round_up64(L->buflen * 4u);
     L->buf = off;
-    off += 3u * L->bufstep;
+    off += 4u * L->bufstep;
     L->total = off + US3D_ALIGN;   /* + alignment slack */
     return 1;
 }
@@ -184,22 +181,20 @@ uint64_t us3d_workspace_bytes(const int64_t go_size[5], const int64_t gi_size[5]
  *                 inner loop runs over contiguous channels.
  */
 
+/* The simple, fixed-length loops below are worth vectorising; the library is built with -O2,
+   where GCC vectorises almost nothing, so those functions ask for more (GCC only). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define US3D_VECTORISE __attribute__((optimize("O3")))
+#else
+#define US3D_VECTORISE
+#endif
+
 /* h[iw] (=|+=) W-sum of the gradOut row p (element stride sw) over [lo[iw], lo[iw+1]).
    K > 0 means lo[iw] == K*iw for every iw (integer down-factor along W).  "+=" is h = h + sum:
    the window sum is formed first, as in a separate W pass. */
 #define US3D_DEF_WROW(NAME, T, LOAD)                                                              \
-    static void NAME(const T *p, int64_t sw, const int64_t *lo, int64_t iW, int64_t K, float *h,  \
-                     int add) {                                                                   \
-        if (K == 1 && sw == 1) {                                                                  \
-            if (add) for (int64_t i = 0; i < iW; i++) h[i] += LOAD(p[i]);                         \
-            else for (int64_t i = 0; i < iW; i++) h[i] = LOAD(p[i]);                              \
-            return;                                                                               \
-        }                                                                                         \
-        if (K == 2 && sw == 1) {                                                                  \
-            if (add) for (int64_t i = 0; i < iW; i++) h[i] += LOAD(p[2 * i]) + LOAD(p[2 * i + 1]); \
-            else for (int64_t i = 0; i < iW; i++) h[i] = LOAD(p[2 * i]) + LOAD(p[2 * i + 1]);     \
-            return;                                                                               \
-        }                                                                                         \
+    __attribute__((noinline)) static void NAME##_lo(const T *restrict p, int64_t sw, const int64_t *restrict lo, int64_t iW, \
+                          float *restrict h, int add) {                                           \
         for (int64_t i = 0; i < iW; i++) {                                                        \
             int64_t b = lo[i], e = lo[i + 1];                                                     \
             float acc = 0.0f;                                                                     \
@@ -211,13 +206,46 @@ uint64_t us3d_workspace_bytes(const int64_t go_size[5], const int64_t gi_size[5]
             if (add) h[i] += acc;                                                                 \
             else h[i] = acc;                                                                      \
         }                                                                                         \
+    }                                                                                             \
+    US3D_VECTORISE static void NAME(const T *restrict p, int64_t sw, const int64_t *restrict lo, int64_t iW,    \
+                     int64_t K, float *restrict h, int add) {                                     \
+        if (K == 1 && sw == 1) {                                                                  \
+            if (add) for (int64_t i = 0; i < iW; i++) h[i] += LOAD(p[i]);                         \
+            else for (int64_t i = 0; i < iW; i++) h[i] = LOAD(p[i]);                              \
+            return;                                                                               \
+        }                                                                                         \
+        if (K == 2 && sw == 1) {                                                                  \
+            if (add) for (int64_t i = 0; i < iW; i++) h[i] += LOAD(p[2 * i]) + LOAD(p[2 * i + 1]); \
+            else for (int64_t i = 0; i < iW; i++) h[i] = LOAD(p[2 * i]) + LOAD(p[2 * i + 1]);     \
+            return;                                                                               \
+        }                                                                                         \
+        if (K == 3 && sw == 1) {                                                                  \
+            for (int64_t i = 0; i < iW; i++) {                                                    \
+                float acc = LOAD(p[3 * i]) + LOAD(p[3 * i + 1]);                                  \
+                acc += LOAD(p[3 * i + 2]);                                                        \
+                if (add) h[i] += acc;                                                             \
+                else h[i] = acc;                                                                  \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        if (K > 0) {                                                                              \
+            for (int64_t i = 0; i < iW; i++) {                                                    \
+                const T *q = p + i * K * sw;                                                      \
+                float acc = LOAD(q[0]);                                                           \
+                for (int64_t o = 1; o < K; o++) acc += LOAD(q[o * sw]);                           \
+                if (add) h[i] += acc;                                                             \
+                else h[i] = acc;                                                                  \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        NAME##_lo(p, sw, lo, iW, h, add);                                                         \
     }
 
 /* Channel mode: h[c] (=|+=) sum over ow in [b, e) of gradOut[.., ow, c0 + c], c < n; the
    gradOut block p has channel stride 1 and W stride sw; w is scratch for multi-element windows. */
 #define US3D_DEF_CROW(NAME, T, LOAD)                                                              \
-    static void NAME(const T *p, int64_t sw, int64_t b, int64_t e, int64_t n, float *h, float *w, \
-                     int add) {                                                                   \
+    US3D_VECTORISE static void NAME(const T *restrict p, int64_t sw, int64_t b, int64_t e, int64_t n,           \
+                     float *restrict h, float *restrict w, int add) {                             \
         if (b >= e) {                                                                             \
             if (add) for (int64_t c = 0; c < n; c++) h[c] += 0.0f;                                \
             else memset(h, 0, (size_t)n * sizeof(float));                                        \
@@ -229,14 +257,21 @@ uint64_t us3d_workspace_bytes(const int64_t go_size[5], const int64_t gi_size[5]
             else for (int64_t c = 0; c < n; c++) h[c] = LOAD(p0[c]);                              \
             return;                                                                               \
         }                                                                                         \
-        float *acc = add ? w : h;                                                                 \
         const T *p1 = p0 + sw;                                                                    \
-        for (int64_t c = 0; c < n; c++) acc[c] = LOAD(p0[c]) + LOAD(p1[c]);                       \
+        if (!add) {                                                                               \
+            for (int64_t c = 0; c < n; c++) h[c] = LOAD(p0[c]) + LOAD(p1[c]);                     \
+            for (int64_t o = b + 2; o < e; o++) {                                                 \
+                const T *q = p + o * sw;                                                          \
+                for (int64_t c = 0; c < n; c++) h[c] += LOAD(q[c]);                               \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        for (int64_t c = 0; c < n; c++) w[c] = LOAD(p0[c]) + LOAD(p1[c]);                         \
         for (int64_t o = b + 2; o < e; o++) {                                                     \
             const T *q = p + o * sw;                                                              \
-            for (int64_t c = 0; c < n; c++) acc[c] += LOAD(q[c]);                                 \
+            for (int64_t c = 0; c < n; c++) w[c] += LOAD(q[c]);                                   \
         }                                                                                         \
-        if (add) for (int64_t c = 0; c < n; c++) h[c] += w[c];                                    \
+        for (int64_t c = 0; c < n; c++) h[c] += w[c];                                             \
     }
 
 #define LOAD_F32(x) (x)
@@ -250,7 +285,7 @@ US3D_DEF_CROW(crow_f16, uint16_t, LOAD_F16)
 US3D_DEF_CROW(crow_bf16, uint16_t, LOAD_BF16)
 
 /* Store one float32 row into the output with stride sw (element units); r == NULL stores zeros. */
-static void store_row(int dtype, void *dst, int64_t sw, const float *r, int64_t n) {
+US3D_VECTORISE static void store_row(int dtype, void *dst, int64_t sw, const float *r, int64_t n) {
     if (dtype == US3D_DT_FLOAT) {
         float *d = (float *)dst;
         if (r == NULL) {
@@ -278,7 +313,7 @@ static void store_row(int dtype, void *dst, int64_t sw, const float *r, int64_t 
 }
 
 /* d[i] = d[i] + h[i] */
-static void add_row(float *d, const float *h, int64_t n) {
+US3D_VECTORISE static void add_row(float *restrict d, const float *restrict h, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] += h[i];
 }
 
@@ -297,16 +332,34 @@ typedef struct {
     const int64_t *gs, *is;
     int64_t N, C, iD, iH, iW;
     const int64_t *loD, *loH, *loW;
-    float *b0, *b1, *b2;
+    float *b0, *b1, *b2, *b3;
     int go_empty;
 } run_ctx;
 
-/* W-sum of one gradOut row (element offset off) into h (=|+=). */
+/* Widen n contiguous 16-bit values to float32 (exact). */
+US3D_VECTORISE static void widen_f16(const uint16_t *restrict p, int64_t n, float *restrict r) {
+    for (int64_t i = 0; i < n; i++) r[i] = f16_to_f32(p[i]);
+}
+US3D_VECTORISE static void widen_bf16(const uint16_t *restrict p, int64_t n, float *restrict r) {
+    for (int64_t i = 0; i < n; i++) r[i] = bf16_to_f32(p[i]);
+}
+
+/* W-sum of one gradOut row (element offset off) into h (=|+=).  A contiguous 16-bit row is
+   first widened into scratch (exact), then summed by the float32 code. */
 static inline void wrow(const run_ctx *x, int64_t off, int64_t K, float *h, int add) {
     const int64_t sw = x->gs[4];
-    if (x->dtype == US3D_DT_FLOAT) wrow_f32((const float *)x->go + off, sw, x->loW, x->iW, K, h, add);
-    else if (x->dtype == US3D_DT_FLOAT16) wrow_f16((const uint16_t *)x->go + off, sw, x->loW, x->iW, K, h, add);
-    else wrow_bf16((const uint16_t *)x->go + off, sw, x->loW, x->iW, K, h, add);
+    if (x->dtype == US3D_DT_FLOAT) {
+        wrow_f32((const float *)x->go + off, sw, x->loW, x->iW, K, h, add);
+    } else if (sw == 1) {
+        const int64_t used = x->loW[x->iW];   /* elements [0, lo[iW]) of the row are summed */
+        if (x->dtype == US3D_DT_FLOAT16) widen_f16((const uint16_t *)x->go + off, used, x->b3);
+        else widen_bf16((const uint16_t *)x->go + off, used, x->b3);
+        wrow_f32(x->b3, 1, x->loW, x->iW, K, h, add);
+    } else if (x->dtype == US3D_DT_FLOAT16) {
+        wrow_f16((const uint16_t *)x->go + off, sw, x->loW, x->iW, K, h, add);
+    } else {
+        wrow_bf16((const uint16_t *)x->go + off, sw, x->loW, x->iW, K, h, add);
+    }
 }
 
 static void run_rows(const run_ctx *x) {
@@ -416,6 +469,7 @@ int us3d_run(const us3d_args *a) {
     x.b0 = (float *)(void *)(base + L.buf);
     x.b1 = (float *)(void *)(base + L.buf + L.bufstep);
     x.b2 = (float *)(void *)(base + L.buf + 2u * L.bufstep);
+    x.b3 = (float *)(void *)(base + L.buf + 3u * L.bufstep);
     x.go_empty = go_empty;
 
     us3d_lo_table(a->scale[0], iD, oD, loD);

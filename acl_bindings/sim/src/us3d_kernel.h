@@ -5,8 +5,9 @@
  * thread-safe, no heap allocation).  It provides
  *   - the phase-1 parameter checks (cann-abi.md §5.1 step 3, same order and status codes),
  *   - the float32 window formula of the kernel (cann-abi.md §5.2, §5.3, §6.5),
- *   - a separable CPU kernel (W pass, then H pass, then D pass, float32 intermediates in the
- *     caller's workspace, like the Atlas A2/A3 kernel of cann-abi.md §5.3),
+ *   - a separable CPU kernel (W sums, then H sums, then D sums in float32, like the Atlas A2/A3
+ *     kernel of cann-abi.md §5.3; the passes are fused per gradInput row, so only a few rows of
+ *     float32 scratch live in the caller's workspace),
  *   - IEEE binary16 / bfloat16 <-> float32 conversions (round to nearest, ties to even).
  *
  * Facts used (all from /work/shared/cann-abi.md):
@@ -67,18 +68,20 @@ void us3d_lo_table(float s, int64_t I, int64_t O, int64_t *lo);
 
 /* Bytes of workspace us3d_run needs for these sizes.  Returns 0 only when gradInput is empty
    (some gi_size is 0; then us3d_run does nothing), and UINT64_MAX if the size does not fit in
-   64 bits or a size is negative.  Layout (after aligning the pointer to 64 bytes; 64 bytes of
-   slack are included): int64 lo tables for D, H, W (iD+1, iH+1, iW+1 entries), float32
-   buffer A [N,C,oD,oH,iW] (after the W pass), float32 buffer B [N,C,oD,iH,iW] (after the H
-   pass), and one float32 row of iW elements (D pass accumulator). */
+   64 bits, a size is negative, or either tensor's float32 byte count does not fit in 64 bits.
+   Layout (after aligning the pointer to 64 bytes; 64 bytes of slack are included): int64 lo
+   tables for D, H, W (iD+1, iH+1, iW+1 entries), then four float32 row buffers of
+   max(iW, oW, min(C, 1024)) elements (D and H accumulators, a W-sum scratch for channels-last
+   blocks, a widened 16-bit gradOut row).  It does not grow with N, C, D or H. */
 uint64_t us3d_workspace_bytes(const int64_t go_size[5], const int64_t gi_size[5]);
 
 /* Run the backward:
      gradInput[n,c,d,h,w] = sum of gradOut[n,c, lo_D(d):lo_D(d+1), lo_H(h):lo_H(h+1), lo_W(w):lo_W(w+1)]
    with float32 accumulation, separably (W, then H, then D); each window is summed sequentially in
    increasing index order, so results are deterministic.  fp16/bf16 outputs are rounded once from
-   float32 (round to nearest even).  Empty windows give 0.  gradOut is read completely before
-   gradInput is written, so the two may even overlap.
+   float32 (round to nearest even).  Empty windows give 0.  gradOut and gradInput must not overlap
+   (gradInput rows are written while later gradOut rows are still to be read; phase 2 of the
+   simulated operator rejects overlapping tensors).
    Returns US3D_OK (0) on success (also when gradInput is empty), or US3D_ERR_PARAM_INVALID (161002)
    if a is NULL, the dtype is not 0/1/27, a size is negative, N or C of the two tensors differ, a
    data pointer of a non-empty tensor is NULL, or the workspace is NULL/smaller than

@@ -1,0 +1,407 @@
+"""Fault injection: every C call of a full operator call fails once, for each error class.
+
+The calls are not listed by hand: each scenario is first run without faults and the
+simulator's call counters (``sim.call_count``) say which C functions it called and how
+often.  Then, for every observed call ``(function, n)`` and every error class, a fresh
+run makes exactly that call fail (``sim.set_fault("function:n:code")``) and checks:
+
+* the exception: the class of the code (a handle constructor that returns NULL is
+  always 561103, ``AclnnInnerError``, whatever made it fail), the code, ``.func`` (the
+  C function) and ``.detail`` (the simulator's message for the injected fault);
+* nothing leaks: after the session is closed and the exception dropped, the
+  simulator's live-handle counts are back where they were;
+* the session still works: the next call gives the sample result.  The simulator's
+  injected faults are transient, so even a "fatal" runtime code (507xxx) leaves a
+  working session.  The binding keeps no "broken" flag of its own: on hardware, a
+  device that stays broken keeps answering with the runtime's code on the next call.
+
+Two observed calls are not errors by design: a refused ``aclSetAclOpExecutorRepeatable``
+makes the plan cache fall back to one-shot calls (the result is still right), and a
+failed ``close()`` (stream, workspace, device reset...) leaves the session closed for
+use but retries the releases on the next ``close()``.
+
+aclInit and aclFinalize run once per process, so they are tested in subprocesses.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from acl_bindings import (
+    AclError,
+    AclMemoryError,
+    AclnnInnerError,
+    AclParamError,
+    AclRuntimeError,
+    ClosedError,
+    sim,
+)
+from acl_bindings.prototypes import PROTOTYPES
+from upsample3d_grad import Session
+from upsample3d_grad._api import OP
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+OUT_SIZE, IN_SIZE = (2, 2, 2), (2, 2, 1, 1, 1)
+EXPECTED = [36.0, 100.0, 164.0, 228.0]
+EXPECTED_X2 = [72.0, 200.0, 328.0, 456.0]
+
+#: One code per error class, and the exception class (and builtin) it must map to.
+ERROR_CLASSES = {
+    "parameter": (107000, AclParamError, ValueError),
+    "memory": (207001, AclMemoryError, MemoryError),
+    "runtime": (507899, AclRuntimeError, RuntimeError),
+    "aclnn-inner": (561103, AclnnInnerError, RuntimeError),
+}
+#: Constructors returning a handle: NULL is always reported as 561103 (cann-abi.md §3, ACLNN_ERR_INNER_NULLPTR).
+HANDLE_CONSTRUCTORS = {"aclCreateTensor", "aclCreateIntArray"}
+#: The simulator never injects into these (reading the error message, the SoC name).
+NOT_INJECTABLE = {"aclGetRecentErrMsg", "aclrtGetSocName"}
+CANDIDATES = [name for name in (*PROTOTYPES, OP.phase1_name, OP.phase2_name) if name not in NOT_INJECTABLE]
+
+
+def _counts() -> dict[str, int]:
+    return {name: sim.call_count(name) for name in CANDIDATES}
+
+
+def _calls_of(action: Callable[[], Any]) -> dict[str, int]:
+    """The C functions *action* called, with how many times (observed through the simulator's counters)."""
+    before = _counts()
+    action()
+    after = _counts()
+    return {name: after[name] - before[name] for name in CANDIDATES if after[name] > before[name]}
+
+
+# --------------------------------------------------------------------------- scenarios
+
+@dataclass
+class Scenario:
+    """*setup* builds the state, *op* is the operation under test (the faults hit it), *recover*
+    shows that what is left still works, *teardown* releases everything."""
+
+    setup: Callable[[], dict]
+    op: Callable[[dict], Any]
+    recover: Callable[[dict], None]
+    teardown: Callable[[dict], None]
+
+
+def _close(state: dict) -> None:
+    for key in ("arrays", "sessions"):
+        for obj in state.get(key, ()):
+            obj.close()
+
+
+def _numpy_call(plans: bool, warm: bool) -> Scenario:
+    def setup() -> dict:
+        s = Session(0, plans=plans)
+        if warm:
+            s.backward(SAMPLE, OUT_SIZE, IN_SIZE)
+        return {"s": s, "sessions": [s]}
+
+    def op(state: dict) -> Any:
+        out = state["s"].backward(SAMPLE, OUT_SIZE, IN_SIZE)
+        assert out.ravel().tolist() == EXPECTED
+        return out
+
+    def recover(state: dict) -> None:
+        assert state["s"].backward(SAMPLE, OUT_SIZE, IN_SIZE).ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, recover, _close)
+
+
+def _plan_hit() -> Scenario:
+    """A kept plan run on new device addresses: aclSetInputTensorAddr / aclSetOutputTensorAddr."""
+    def setup() -> dict:
+        s = Session(0)
+        a, b = s.upload(SAMPLE), s.upload(2 * SAMPLE)
+        o1, o2 = s.empty(IN_SIZE), s.empty(IN_SIZE)
+        s.backward(a, OUT_SIZE, IN_SIZE, out=o1)
+        return {"s": s, "a": a, "b": b, "o1": o1, "o2": o2, "arrays": [a, b, o1, o2], "sessions": [s]}
+
+    def op(state: dict) -> Any:
+        state["s"].backward(state["b"], OUT_SIZE, IN_SIZE, out=state["o2"])
+        assert state["o2"].download().ravel().tolist() == EXPECTED_X2
+
+    def recover(state: dict) -> None:
+        s = state["s"]
+        for go, out, want in ((state["a"], state["o2"], EXPECTED), (state["b"], state["o1"], EXPECTED_X2)):
+            s.backward(go, OUT_SIZE, IN_SIZE, out=out)
+            assert out.download().ravel().tolist() == want
+
+    return Scenario(setup, op, recover, _close)
+
+
+def _timed() -> Scenario:
+    """timed_backward: events around the launches."""
+    def setup() -> dict:
+        s = Session(0)
+        a, o = s.upload(SAMPLE), s.empty(IN_SIZE)
+        return {"s": s, "a": a, "o": o, "arrays": [a, o], "sessions": [s]}
+
+    def op(state: dict) -> Any:
+        times = state["s"].timed_backward(state["a"], OUT_SIZE, IN_SIZE, out=state["o"], repeat=2)
+        assert len(times) == 2
+        assert state["o"].download().ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, op, _close)
+
+
+def _context_switch() -> Scenario:
+    """A call on a session whose context is not the thread's current one: aclrtSetCurrentContext."""
+    def setup() -> dict:
+        s1 = Session(1)
+        s0 = Session(0)  # the thread's current context is now device 0's
+        s1.backward(SAMPLE, OUT_SIZE, IN_SIZE)
+        s0.backward(SAMPLE, OUT_SIZE, IN_SIZE)
+        return {"s0": s0, "s1": s1, "sessions": [s0, s1]}
+
+    def op(state: dict) -> Any:
+        assert state["s1"].backward(SAMPLE, OUT_SIZE, IN_SIZE).ravel().tolist() == EXPECTED
+
+    def recover(state: dict) -> None:
+        for s in (state["s0"], state["s1"], state["s0"]):
+            assert s.backward(SAMPLE, OUT_SIZE, IN_SIZE).ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, recover, _close)
+
+
+def _create() -> Scenario:
+    """Session creation (aclInit has already run in this process: see the subprocess tests)."""
+    def op(state: dict) -> Any:
+        state["s"] = s = Session(0)
+        state["sessions"] = [s]
+
+    def recover(state: dict) -> None:
+        with Session(0) as s:
+            assert s.backward(SAMPLE, OUT_SIZE, IN_SIZE).ravel().tolist() == EXPECTED
+
+    return Scenario(dict, op, recover, _close)
+
+
+def _close_session() -> Scenario:
+    """close() of a session holding a plan, a workspace and a live device array."""
+    def setup() -> dict:
+        s = Session(0)
+        s.backward(SAMPLE, OUT_SIZE, IN_SIZE)
+        a = s.upload(SAMPLE)
+        return {"s": s, "a": a, "sessions": [s]}
+
+    def op(state: dict) -> Any:
+        state["s"].close()
+
+    def recover(state: dict) -> None:
+        s = state["s"]
+        assert s.closed
+        with pytest.raises(ClosedError):
+            s.backward(SAMPLE, OUT_SIZE, IN_SIZE)
+        s.close()  # retries whatever the failed close() could not release
+        assert state["a"].closed and s.device.closed
+        with Session(0) as fresh:
+            assert fresh.backward(SAMPLE, OUT_SIZE, IN_SIZE).ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, recover, _close)
+
+
+SCENARIOS: dict[str, Callable[[], Scenario]] = {
+    "one-shot cold": lambda: _numpy_call(plans=False, warm=False),
+    "one-shot warm": lambda: _numpy_call(plans=False, warm=True),
+    "plan cold": lambda: _numpy_call(plans=True, warm=False),
+    "plan hit": _plan_hit,
+    "timed": _timed,
+    "context switch": _context_switch,
+    "session create": _create,
+    "session close": _close_session,
+}
+
+
+def _observe(scenario: Scenario) -> dict[str, int]:
+    state = scenario.setup()
+    try:
+        return _calls_of(lambda: scenario.op(state))
+    finally:
+        scenario.teardown(state)
+
+
+def _leaks(before: dict[str, int]) -> dict[str, tuple[int, int]]:
+    now = sim.live_handles()
+    if now != before:
+        gc.collect()  # temporaries whose release the library refused are freed by their finalizer
+        now = sim.live_handles()
+    return {k: (before[k], now[k]) for k in now if now[k] != before[k]}
+
+
+def _check_error(exc: BaseException | None, func: str, code: int, kind: type, builtin: type) -> list[str]:
+    if func in HANDLE_CONSTRUCTORS:
+        code, kind, builtin = 561103, AclnnInnerError, RuntimeError
+    if exc is None:
+        return ["no exception"]
+    if not isinstance(exc, AclError):
+        return [f"{type(exc).__name__} instead of an AclError: {exc}"]
+    problems = []
+    if type(exc) is not kind or not isinstance(exc, builtin):
+        problems.append(f"class {type(exc).__name__}, expected {kind.__name__}")
+    if exc.code != code:
+        problems.append(f"code {exc.code}, expected {code}")
+    if exc.func != func:
+        problems.append(f"func {exc.func!r}")
+    if f"{func}: injected fault" not in exc.detail:
+        problems.append(f"detail {exc.detail!r}")
+    return problems
+
+
+@pytest.mark.parametrize("error_class", list(ERROR_CLASSES))
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_observed_call_fails_cleanly(name: str, error_class: str) -> None:
+    code, kind, builtin = ERROR_CLASSES[error_class]
+    make = SCENARIOS[name]
+    observed = _observe(make())
+    assert observed, "the scenario made no C call"
+    failures: list[str] = []
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()  # no finalizer of an unrelated object may run (and take the fault) during the operation
+    try:
+        for func, times in observed.items():
+            for nth in range(1, times + 1):
+                scenario = make()
+                before = sim.live_handles()
+                state = scenario.setup()
+                exc: BaseException | None = None
+                sim.set_fault(f"{func}:{nth}:{code}")
+                count = sim.call_count(func)
+                try:
+                    scenario.op(state)
+                except Exception as err:
+                    exc = err
+                finally:
+                    sim.set_fault(None)
+                label = f"{func}:{nth}:{code}"
+                if sim.call_count(func) - count < nth:
+                    failures.append(f"{label}: the call sequence changed; the fault did not fire")
+                elif func == "aclSetAclOpExecutorRepeatable":
+                    # refused reuse is not an error: the plan cache runs that call shape one-shot
+                    if exc is not None or not state["s"].plans.refused:
+                        failures.append(f"{label}: expected the one-shot fallback, got {exc!r}")
+                else:
+                    failures += [f"{label}: {p}" for p in _check_error(exc, func, code, kind, builtin)]
+                del exc  # the caller handled it: temporaries it kept alive are released now (or retried)
+                try:
+                    scenario.recover(state)
+                except Exception as err:
+                    failures.append(f"{label}: not usable afterwards: {type(err).__name__}: {err}")
+                try:
+                    scenario.teardown(state)
+                except Exception as err:
+                    failures.append(f"{label}: teardown failed: {type(err).__name__}: {err}")
+                del state, scenario
+                leaked = _leaks(before)
+                if leaked:
+                    failures.append(f"{label}: leaked {leaked}")
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert not failures, "\n".join(failures)
+
+
+def test_the_enumeration_covers_every_kind_of_call() -> None:
+    """The observed calls include everything the issue lists (so a broken observation cannot pass)."""
+    seen: set[str] = set()
+    for make in SCENARIOS.values():
+        seen |= set(_observe(make()))
+    wanted = {
+        "aclrtSetDevice", "aclrtGetCurrentContext", "aclrtSetCurrentContext", "aclrtCreateStream",
+        "aclrtMalloc", "aclrtMemcpy", "aclCreateTensor", "aclCreateIntArray", OP.phase1_name,
+        "aclSetAclOpExecutorRepeatable", "aclSetInputTensorAddr", "aclSetOutputTensorAddr", OP.phase2_name,
+        "aclrtSynchronizeStream", "aclrtCreateEvent", "aclrtRecordEvent", "aclrtSynchronizeEvent",
+        "aclrtEventElapsedTime", "aclrtDestroyEvent", "aclDestroyTensor", "aclDestroyIntArray",
+        "aclDestroyAclOpExecutor", "aclrtFree", "aclrtDestroyStream", "aclrtResetDevice",
+    }
+    assert wanted <= seen, sorted(wanted - seen)
+
+
+def test_a_refused_release_stays_owned_and_close_retries_it(no_leaks: None) -> None:
+    """The rule behind the leak checks above, shown on one device array."""
+    with Session(0) as s:
+        arr = s.upload(SAMPLE)
+        sim.set_fault("aclrtFree:1:107000")
+        try:
+            with pytest.raises(AclParamError) as info:
+                arr.close()
+        finally:
+            sim.set_fault(None)
+        assert info.value.func == "aclrtFree"
+        assert not arr.closed  # the library did not free it: still ours
+        arr.close()
+        assert arr.closed
+
+
+# --------------------------------------------------------------------------- init and finalize
+
+def _run(code: str, tmp_path: Path, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    report = tmp_path / "report.json"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("CANN_SIM_")}
+    full.update({"ACL_BINDINGS_BACKEND": "sim", "CANN_SIM_REPORT": str(report),
+                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+    full.update(env or {})
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=full, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, json.loads(report.read_text())
+
+
+def test_init_failures_then_success(tmp_path: Path) -> None:
+    code = f"""
+import json
+import numpy as np
+from acl_bindings import sim, AclError
+from upsample3d_grad import Session
+errors = []
+for code in {[c for c, _, _ in ERROR_CLASSES.values()]}:
+    sim.set_fault(f"aclInit:1:{{code}}")
+    try:
+        Session(0)
+        errors.append(None)
+    except AclError as exc:
+        errors.append([type(exc).__name__, exc.code, exc.func, exc.detail])
+    finally:
+        sim.set_fault(None)
+with Session(0) as s:
+    result = s.backward(np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2), (2, 2, 2),
+                        (2, 2, 1, 1, 1)).ravel().tolist()
+print(json.dumps({{"errors": errors, "result": result, "live": sim.live_handles()}}))
+"""
+    proc, report = _run(code, tmp_path)
+    assert proc.stderr == ""
+    out = json.loads(proc.stdout)
+    for (name, (code_, kind, _)), got in zip(ERROR_CLASSES.items(), out["errors"]):
+        assert got is not None, name
+        assert got[0] == kind.__name__ and got[1] == code_ and got[2] == "aclInit", got
+        assert "aclInit: injected fault" in got[3], got
+    assert out["result"] == EXPECTED
+    assert not any(out["live"].values()), out["live"]
+    # four failed aclInit calls, one that worked, and exactly one aclFinalize at exit
+    assert report["aclInit"] == 5 and report["aclFinalize"] == 1 and report["initialized_at_exit"] is False
+
+
+def test_a_failing_finalize_at_exit_is_quiet(tmp_path: Path) -> None:
+    code = """
+import numpy as np
+from upsample3d_grad import Session
+with Session(0) as s:
+    print(s.backward(np.ones((1, 1, 2, 2, 2), np.float32), (2, 2, 2), (1, 1, 1, 1, 1)).item())
+"""
+    proc, report = _run(code, tmp_path, {"CANN_SIM_FAULT": "aclFinalize:1:507899"})
+    assert proc.stdout.strip() == "8.0" and proc.stderr == ""
+    assert report["aclFinalize"] == 1
+    assert report["initialized_at_exit"] is True  # the injected failure left ACL initialised; nothing to do at exit
+    assert not any(report["live"].values()), report["live"]

@@ -1,0 +1,671 @@
+"""Lean per-call paths for repeated calls on device arrays: :class:`PreparedCall`.
+
+:meth:`Session.backward <upsample3d_grad.Session.backward>` is general: numpy or device
+arrays, any call shape, checks on every call.  A training-style loop calls the operator
+thousands of times with the same shapes; there, everything that does not change between
+calls is done once by :meth:`Session.prepare <upsample3d_grad.Session.prepare>`:
+
+* the host checks (:func:`upsample3d_grad.checks.check_params`), once;
+* the C argument arrays (dims, strides, sizes) and the scales, built once as ctypes objects;
+* phase 1 once, with a **repeatable executor** (``plan=True``, the default): each call is then
+  phase 2 on the session's stream (plus a stream synchronisation unless ``sync=False``), and
+  the executor is pointed at new device addresses (``aclSetInputTensorAddr`` /
+  ``aclSetOutputTensorAddr``) only when a different :class:`~upsample3d_grad.DeviceArray` is
+  passed;
+* or, with ``plan=False`` (or when the library refuses repeatable mode), a **lean one-shot**
+  call: per call 2 aclTensors and 2 aclIntArrays are created from the prepared ctypes arrays,
+  phase 1, phase 2, synchronisation, and the 4 handles destroyed - on error paths too;
+* a workspace owned by the prepared call, kept between calls.
+
+The C functions are called through their own ctypes function objects with the signatures of
+cann-abi.md §1.4 (derived ctypes table; handles as ``c_void_p``) and §1.2, without the
+binding's per-call ``errcheck``: a non-zero status raises the same
+:class:`acl_bindings.AclError` (with its code and ``aclGetRecentErrMsg`` text), a NULL handle
+raises code 561103.  ``ACL_BINDINGS_LOG_CALLS`` does not log these calls.
+
+Safety rules kept on every call: a closed session, prepared call or device array raises
+:class:`acl_bindings.ClosedError` before anything reaches the library; the session's lock is
+held; the session's context is made current on the calling thread; with ``sync=False`` the
+session records pending work, and :meth:`DeviceArray.download <upsample3d_grad.DeviceArray.download>`
+synchronises before reading.
+
+>>> import numpy as np
+>>> from upsample3d_grad import Session
+>>> with Session(0) as s:
+...     go = s.upload(np.ones((1, 1, 2, 2, 2), np.float32))
+...     gi = s.empty((1, 1, 1, 1, 1))
+...     call = s.prepare(go, (2, 2, 2), (1, 1, 1, 1, 1), out=gi)
+...     _ = call()
+...     gi.download().ravel().tolist()
+[8.0]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import weakref
+from collections import OrderedDict
+from ctypes import POINTER, byref, c_double, c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+from acl_bindings import AclError, ClosedError, DeviceBuffer, IntArray, Tensor, load_backend
+from acl_bindings import runtime as _runtime
+from acl_bindings._lib import recent_error_message
+
+from . import checks
+from ._api import OP
+
+if TYPE_CHECKING:
+    from .session import DeviceArray, Session
+
+__all__ = ["PreparedCall", "cached_check_params", "conforms"]
+
+_NULL_HANDLE = 561103  # ACLNN_ERR_INNER_NULLPTR (cann-abi.md §3.5): a constructor returned NULL
+
+# ---------------------------------------------------------------------------------------------
+# Lean function objects
+# ---------------------------------------------------------------------------------------------
+
+
+class _Handle(c_void_p):
+    """Restype of the handle constructors: a subclass, so ctypes returns the object itself
+    (passed straight back to the library) instead of converting it to a Python int."""
+
+
+_P64 = POINTER(c_int64)
+#: name -> (library role, restype, argument types), from cann-abi.md §1.4 (derived ctypes table,
+#: handles as c_void_p) and the §1.2 prototypes of the address setters (aclOpExecutor*, size_t,
+#: aclTensor*, void*).
+_LEAN: dict[str, tuple[str, Any, tuple[Any, ...]]] = {
+    "aclCreateTensor": ("nnopbase", _Handle,
+                        (_P64, c_uint64, c_int, _P64, c_int64, c_int, _P64, c_uint64, c_void_p)),
+    "aclDestroyTensor": ("nnopbase", c_int32, (c_void_p,)),
+    "aclCreateIntArray": ("nnopbase", _Handle, (_P64, c_uint64)),
+    "aclDestroyIntArray": ("nnopbase", c_int32, (c_void_p,)),
+    "aclDestroyAclOpExecutor": ("nnopbase", c_int32, (c_void_p,)),
+    "aclSetInputTensorAddr": ("nnopbase", c_int32, (c_void_p, c_size_t, c_void_p, c_void_p)),
+    "aclSetOutputTensorAddr": ("nnopbase", c_int32, (c_void_p, c_size_t, c_void_p, c_void_p)),
+    "aclrtSynchronizeStream": ("runtime", c_int, (c_void_p,)),
+    OP.phase1_name: ("opapi", c_int32, (c_void_p, c_void_p, c_void_p, c_double, c_double, c_double, c_void_p,
+                                        POINTER(c_uint64), POINTER(c_void_p))),
+    OP.phase2_name: ("opapi", c_int32, (c_void_p, c_uint64, c_void_p, c_void_p)),
+}
+
+_BYREF = type(byref(c_int()))
+
+
+def conforms(name: str, args: Sequence[Any]) -> bool:
+    """Whether *args* are ctypes objects of exactly the C types of *name* in the signature table.
+
+    The lean function objects have no ``argtypes`` (ctypes' per-argument conversion is a large
+    part of a tiny call's cost), so every argument is built in advance as an object of the
+    right C type; :class:`PreparedCall` checks each argument tuple with this once, when it is
+    prepared.  ``None`` stands for a NULL pointer.
+    """
+    want = _LEAN[name][2]
+    if len(args) != len(want):
+        return False
+    for arg, typ in zip(args, want):
+        if arg is None and issubclass(typ, (c_void_p, ctypes._Pointer)):
+            continue
+        if isinstance(arg, typ):
+            continue
+        if typ is c_void_p and isinstance(arg, c_void_p):
+            continue
+        if issubclass(typ, ctypes._Pointer):
+            target = typ._type_
+            if isinstance(arg, ctypes.Array) and arg._type_ is target:
+                continue
+            if isinstance(arg, _BYREF):
+                continue  # byref(x): the caller passes an object of the pointed-to type
+        return False
+    return True
+
+
+#: Calls that only read and write host-side metadata keep the GIL (no release/re-acquire around a
+#: sub-microsecond call); phase 2 and the stream synchronisation, which may wait for the device or
+#: run a simulated kernel, release it.
+_RELEASE_GIL = {OP.phase2_name, "aclrtSynchronizeStream"}
+
+
+class _Fns:
+    """Fresh ctypes function objects for the loaded backend's libraries: restype from the table,
+    no ``argtypes`` (see :func:`conforms`) and no ``errcheck`` (the caller checks the status)."""
+
+    def __init__(self) -> None:
+        backend = load_backend()
+        keep_gil: dict[int, ctypes.PyDLL] = {}
+        for name, (role, restype, _argtypes) in _LEAN.items():
+            if role == "opapi":
+                found = backend.find_op_symbol(name)
+                if found is None:
+                    from acl_bindings import MissingSymbolError
+
+                    raise MissingSymbolError(f"{name} is not exported by the loaded operator libraries")
+                dll = found[0]
+            else:
+                dll = backend.handle(role)
+            if name not in _RELEASE_GIL:  # the same loaded library, called without releasing the GIL
+                dll = keep_gil.setdefault(id(dll), ctypes.PyDLL(dll._name, handle=dll._handle))
+            fn = dll[name]  # a new function object: the binding's bound one keeps its errcheck
+            fn.restype = restype
+            setattr(self, name, fn)
+        self.phase1 = getattr(self, OP.phase1_name)
+        self.phase2 = getattr(self, OP.phase2_name)
+
+
+_fns: Optional[_Fns] = None
+
+
+def _lean() -> _Fns:
+    global _fns
+    if _fns is None:
+        _fns = _Fns()
+    return _fns
+
+
+def _status_error(code: int, func: str) -> AclError:
+    return AclError.from_status(int(code), func, recent_error_message())
+
+
+def _null_error(func: str) -> AclError:
+    return AclError.from_status(_NULL_HANDLE, func, recent_error_message() or f"{func} returned NULL")
+
+
+def _as_void_p(handle: Any) -> c_void_p:
+    return ctypes.cast(handle, c_void_p)
+
+
+# membership in weakref.finalize's registry is what ``finalize.alive`` tests; testing it directly
+# skips a Python-level property call per array per call
+_LIVE = getattr(weakref.finalize, "_registry", None)
+
+# the per-thread current-context cache that Device.activate() keeps (acl_bindings.runtime):
+# reading it directly saves most of activate()'s cost when nothing changed
+_TLS = _runtime._tls
+_GENERATION = _runtime._generation
+_FORKED = [False]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
+
+
+# ---------------------------------------------------------------------------------------------
+# Cached host checks (also used by Session.backward)
+# ---------------------------------------------------------------------------------------------
+
+_CHECK_CACHE: OrderedDict[tuple[Any, ...], tuple[float, float, float]] = OrderedDict()
+_CHECK_CACHE_SIZE = 256
+
+
+def _plain_ints(values: Any) -> Optional[tuple[int, ...]]:
+    if type(values) not in (tuple, list):
+        return None
+    if not all(type(v) is int for v in values):
+        return None
+    return tuple(values)
+
+
+def cached_check_params(grad_out: Optional[checks.TensorSpec], output_size: Any, input_size: Any,
+                        scales_d: Any, scales_h: Any, scales_w: Any, grad_in: Optional[checks.TensorSpec], *,
+                        strict: bool = True) -> tuple[float, float, float]:
+    """:func:`upsample3d_grad.checks.check_params`, remembering the arguments that passed.
+
+    The checks depend only on their arguments, so a repeated call with the same specs, sizes,
+    scales and *strict* skips them.  Only plain arguments are remembered: sizes as tuples or
+    lists of ``int``, scales as ``None``, ``int`` or ``float``, all three scales > 0 or none
+    (a mixed set warns on every call).  Anything else, and every failure, goes through
+    :func:`~upsample3d_grad.checks.check_params` each time.
+
+    Returns
+    -------
+    tuple of float
+        The scales as CANN applies them (as :func:`~upsample3d_grad.checks.check_params`).
+    """
+    osz = _plain_ints(output_size)
+    isz = _plain_ints(input_size)
+    raw = (scales_d, scales_h, scales_w)
+    key: Optional[tuple[Any, ...]] = None
+    if (osz is not None and isz is not None and grad_out is not None and grad_in is not None
+            and all(s is None or type(s) in (int, float) for s in raw)):
+        given = [s is not None and s > 0 for s in raw]
+        if all(given) or not any(given):
+            key = (grad_out, osz, isz, raw, grad_in, bool(strict))
+    if key is not None:
+        hit = _CHECK_CACHE.get(key)
+        if hit is not None:
+            return hit
+    used = checks.check_params(grad_out, output_size, input_size, scales_d, scales_h, scales_w, grad_in,
+                               strict=strict)
+    if key is not None:
+        _CHECK_CACHE[key] = used
+        if len(_CHECK_CACHE) > _CHECK_CACHE_SIZE:
+            _CHECK_CACHE.popitem(last=False)
+    return used
+
+
+# ---------------------------------------------------------------------------------------------
+# The prepared call
+# ---------------------------------------------------------------------------------------------
+
+
+def _c_array(values: Sequence[int]) -> Any:
+    return (c_int64 * len(values))(*values)
+
+
+class _TensorArgs:
+    """The aclCreateTensor arguments of a device array, as ready ctypes objects."""
+
+    __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "address", "args")
+
+    def __init__(self, arr: DeviceArray) -> None:
+        self.dims = _c_array(arr.shape)
+        self.ndim = c_uint64(len(arr.shape))
+        self.dtype = c_int(int(arr.tensor.acl_dtype))
+        self.strides = _c_array(arr.strides)
+        self.offset = c_int64(arr.offset)
+        self.format = c_int(int(arr.tensor.format))
+        self.set_address(arr.buffer.ptr)
+
+    def set_address(self, address: int) -> None:
+        self.address = c_void_p(address)
+        # storage dims = view dims, as DeviceArray's own tensor (and the official sample) does
+        self.args = (self.dims, self.ndim, self.dtype, self.strides, self.offset, self.format, self.dims, self.ndim,
+                     self.address)
+
+
+class PreparedCall:
+    """One call shape of the operator on device arrays, prepared once (see the module docstring).
+
+    Build it with :meth:`Session.prepare <upsample3d_grad.Session.prepare>`.  Calls hold the
+    session's lock; a prepared call may be used from any thread.
+
+    Parameters
+    ----------
+    session:
+        The session whose device, stream and lock are used.
+    grad_output, out:
+        :class:`~upsample3d_grad.DeviceArray` of this session: gradOut and gradInput.
+    output_size, input_size:
+        ``(oD, oH, oW)`` and ``(N, C, iD, iH, iW)``.
+    scales:
+        ``(scalesD, scalesH, scalesW)``; 0 or None means "not given".
+    plan:
+        Phase 1 once with a repeatable executor (default).  False: a lean one-shot call each
+        time.  When the library refuses repeatable mode, the call falls back to one-shot and
+        :attr:`fallback` says why.
+    sync:
+        Synchronise the stream after each call (default).  False: only queue the work.
+    strict:
+        Passed to :func:`~upsample3d_grad.checks.check_params`.
+
+    Attributes
+    ----------
+    plan:
+        Whether a repeatable executor is in use.
+    fallback:
+        The error text when repeatable mode was refused, else None.
+    workspace_size:
+        Bytes of workspace phase 1 asked for (at preparation).
+    calls:
+        Completed calls.
+    """
+
+    def __init__(self, session: Session, grad_output: DeviceArray, output_size: Sequence[int],
+                 input_size: Sequence[int], scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *,
+                 out: DeviceArray, plan: bool = True, sync: bool = True, strict: bool = True) -> None:
+        from .session import DeviceArray
+
+        self._closed = True
+        self._executor: Any = None
+        self._tensors: tuple[Tensor, ...] = ()
+        self._arrays: tuple[IntArray, ...] = ()
+        self._ws: Optional[DeviceBuffer] = None
+        self._ws_ptr: Optional[c_void_p] = None
+        self._ws_cap = 0
+        self._refused: list[tuple[str, Any]] = []  # handles whose destroy the library refused
+        self.session = session
+        self.sync = bool(sync)
+        self.calls = 0
+        self.plan = False
+        self.fallback: Optional[str] = None
+        self.workspace_size = 0
+        for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
+            if not isinstance(arr, DeviceArray):
+                raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: a prepared call takes device arrays, "
+                                                                    f"got {type(arr).__name__}")
+        try:
+            sd, sh, sw = scales
+        except (TypeError, ValueError):
+            raise checks.AclnnParamError(161002, checks.PHASE1, f"scales: expected 3 values, got {scales!r}") from None
+        with session._lock:
+            session._check_open()
+            self._check_array(grad_output, "gradOut")
+            self._check_array(out, "gradInput")
+            if grad_output.buffer is out.buffer:
+                raise checks.AclnnParamError(161002, checks.PHASE1,
+                                             "gradOut and gradInput share one device buffer; they must not overlap")
+            checks.check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec(), strict=strict)
+            sd, sh, sw = checks.normalize_scales(sd, sh, sw)
+            self.output_size = tuple(int(v) for v in output_size)
+            self.input_size = tuple(int(v) for v in input_size)
+            self.scales = (sd, sh, sw)
+            self._fns = _lean()
+            self._stream = c_void_p(session.stream.handle)
+            self._device = session.device
+            self._ctx = session.device.context
+            self._lock = session._lock
+            self._go, self._gi = grad_output, out
+            self._go_fin, self._gi_fin = grad_output.buffer._fin, out.buffer._fin
+            self._go_args, self._gi_args = _TensorArgs(grad_output), _TensorArgs(out)
+            self._osz = _c_array(self.output_size)
+            self._isz = _c_array(self.input_size)
+            self._n_osz, self._n_isz = c_uint64(len(self.output_size)), c_uint64(len(self.input_size))
+            self._scales_c = (c_double(sd), c_double(sh), c_double(sw))
+            self._size_out = c_uint64()
+            self._ex_out = c_void_p()
+            self._size_ref, self._ex_ref = byref(self._size_out), byref(self._ex_out)
+            try:
+                self._prepare(bool(plan))
+            except BaseException:
+                self._release()
+                raise
+            self._closed = False
+            session._register_prepared(self)
+
+    # ------------------------------------------------------------------ preparation
+    def _check_array(self, arr: DeviceArray, param: str) -> None:
+        arr._check_open()
+        if arr.session is not self.session:
+            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: this DeviceArray belongs to another Session")
+
+    def _prepare(self, plan: bool) -> None:
+        """Phase 1 once: learn the workspace size; keep a repeatable executor when *plan*."""
+        go, gi = self._go, self._gi
+        self._tensors = (
+            Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                   address=go.buffer.ptr),
+            Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                   address=gi.buffer.ptr))
+        self._arrays = (IntArray(self.output_size), IntArray(self.input_size))
+        size, executor = OP.get_workspace_size(self._tensors[0], *self._arrays, *self.scales, self._tensors[1])
+        self._executor = executor
+        self.workspace_size = size
+        self._ensure_workspace(size)
+        if executor.handle is not None and plan:
+            try:
+                executor.make_repeatable()
+            except AclError as exc:
+                self.fallback = str(exc)
+            else:
+                self.plan = True
+        if self.plan:
+            self._ex = _as_void_p(executor.handle)
+            self._t_go = _as_void_p(self._tensors[0].handle)
+            self._t_gi = _as_void_p(self._tensors[1].handle)
+            self._size = c_uint64(size)
+            self._run = self._run_plan
+        else:
+            # an executor phase 2 never ran is destroyed (cann-abi.md §1.3); each call makes its own
+            executor.close()
+            self._executor = None
+            for obj in (*self._tensors, *self._arrays):
+                obj.close()
+            self._tensors, self._arrays = (), ()
+            self._run = self._run_oneshot
+        self._check_conformance()
+
+    def _check_conformance(self) -> None:
+        """Every prepared argument tuple has exactly the C types of the signature table."""
+        sd, sh, sw = self._scales_c
+        checks_ = [("aclCreateTensor", self._go_args.args), ("aclCreateTensor", self._gi_args.args),
+                   ("aclCreateIntArray", (self._osz, self._n_osz)), ("aclCreateIntArray", (self._isz, self._n_isz)),
+                   (OP.phase1_name, (c_void_p(), c_void_p(), c_void_p(), sd, sh, sw, c_void_p(), self._size_ref,
+                                     self._ex_ref)),
+                   (OP.phase2_name, (self._ws_ptr, self._size_out, self._ex_out, self._stream)),
+                   ("aclrtSynchronizeStream", (self._stream,))]
+        if self.plan:
+            checks_ += [(OP.phase2_name, (self._ws_ptr, self._size, self._ex, self._stream)),
+                        ("aclSetInputTensorAddr", (self._ex, _ZERO, self._t_go, c_void_p())),
+                        ("aclSetOutputTensorAddr", (self._ex, _ZERO, self._t_gi, c_void_p()))]
+        for name, args in checks_:
+            if not conforms(name, args):
+                raise TypeError(f"internal error: prepared arguments of {name} do not match its C signature")
+
+    def _ensure_workspace(self, size: int) -> None:
+        if size <= (self._ws.nbytes if self._ws is not None else 0):
+            return
+        if self._ws is not None:
+            self.session._sync()  # queued work may still use the smaller one
+            self._ws.close()
+            self._ws = None
+            self._ws_ptr = None
+            self._ws_cap = 0
+        self._ws = DeviceBuffer(self._device, size)
+        self._ws_ptr = c_void_p(self._ws.ptr)
+        self._ws_cap = size
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, grad_output: Optional[DeviceArray] = None, out: Optional[DeviceArray] = None) -> DeviceArray:
+        """Run the operator; returns the gradInput device array.
+
+        Parameters
+        ----------
+        grad_output, out:
+            Other device arrays of the same shape, dtype, layout, strides and offset to use
+            from now on (the executor is pointed at their addresses); None keeps the current ones.
+        """
+        with self._lock:
+            if self._closed:
+                raise ClosedError("this PreparedCall is closed")
+            if self.session._closed:
+                raise ClosedError("this Session is closed")
+            if grad_output is not None and grad_output is not self._go:
+                self._rebind(grad_output, True)
+            if out is not None and out is not self._gi:
+                self._rebind(out, False)
+            if not (self._go_fin in _LIVE and self._gi_fin in _LIVE) if _LIVE is not None else not (
+                    self._go_fin.alive and self._gi_fin.alive):
+                self._check_arrays_open()
+            if _FORKED[0] or getattr(_TLS, "current", None) != (_GENERATION[0], self._ctx):
+                self._device.activate()
+            self._run()
+            self.calls += 1
+            return self._gi
+
+    def _check_arrays_open(self) -> None:
+        self._go._check_open()
+        self._gi._check_open()
+        # open after all: a refused release re-registered its finalizer
+        self._go_fin, self._gi_fin = self._go.buffer._fin, self._gi.buffer._fin
+
+    def _rebind(self, arr: DeviceArray, is_input: bool) -> None:
+        """Use *arr* from now on: same layout as before, new address."""
+        old = self._go if is_input else self._gi
+        other = self._gi if is_input else self._go
+        try:
+            same = (arr.session is self.session and arr.shape == old.shape and arr.dtype == old.dtype
+                    and arr.strides == old.strides and arr.offset == old.offset and arr.layout == old.layout
+                    and arr.buffer is not other.buffer and not arr.buffer.closed)
+        except AttributeError:
+            same = False
+        if not same:
+            self._explain_rebind(arr, is_input, old, other)
+        ptr = arr.buffer.ptr
+        args = self._go_args if is_input else self._gi_args
+        if self.plan and ptr != args.address.value:
+            if _FORKED[0] or getattr(_TLS, "current", None) != (_GENERATION[0], self._ctx):
+                self._device.activate()
+            f = self._fns
+            if is_input:
+                rc = f.aclSetInputTensorAddr(self._ex, _ZERO, self._t_go, c_void_p(ptr))
+                if rc:
+                    raise _status_error(rc, "aclSetInputTensorAddr")
+                self._tensors[0].address = ptr
+            else:
+                rc = f.aclSetOutputTensorAddr(self._ex, _ZERO, self._t_gi, c_void_p(ptr))
+                if rc:
+                    raise _status_error(rc, "aclSetOutputTensorAddr")
+                self._tensors[1].address = ptr
+        args.set_address(ptr)
+        if is_input:
+            self._go, self._go_fin = arr, arr.buffer._fin
+        else:
+            self._gi, self._gi_fin = arr, arr.buffer._fin
+
+    def _explain_rebind(self, arr: Any, is_input: bool, old: DeviceArray, other: DeviceArray) -> None:
+        """Raise the error that says why *arr* cannot replace *old*."""
+        from .session import DeviceArray
+
+        param = "gradOut" if is_input else "gradInput"
+        if not isinstance(arr, DeviceArray):
+            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: expected a DeviceArray, "
+                                                                f"got {type(arr).__name__}")
+        self._check_array(arr, param)
+        if arr.buffer is other.buffer:
+            raise checks.AclnnParamError(161002, checks.PHASE1,
+                                         "gradOut and gradInput share one device buffer; they must not overlap")
+        raise checks.AclnnParamError(
+            161002, checks.PHASE1,
+            f"{param}: a prepared call takes arrays like the one it was prepared with: shape {old.shape} "
+            f"dtype {old.dtype} layout {old.layout} strides {old.strides} offset {old.offset}; got shape "
+            f"{arr.shape} dtype {arr.dtype} layout {arr.layout} strides {arr.strides} offset {arr.offset}")
+
+    def _run_plan(self) -> None:
+        f = self._fns
+        rc = f.phase2(self._ws_ptr, self._size, self._ex, self._stream)
+        if rc:
+            raise _status_error(rc, OP.phase2_name)
+        if self.sync:
+            rc = f.aclrtSynchronizeStream(self._stream)
+            if rc:
+                self.session._pending = True
+                raise _status_error(rc, "aclrtSynchronizeStream")
+        else:
+            self.session._pending = True
+
+    def _run_oneshot(self) -> None:
+        f = self._fns
+        a_in = a_out = t_gi = None
+        t_go = f.aclCreateTensor(*self._go_args.args)
+        if not t_go:
+            raise _null_error("aclCreateTensor")
+        try:
+            t_gi = f.aclCreateTensor(*self._gi_args.args)
+            if not t_gi:
+                raise _null_error("aclCreateTensor")
+            a_out = f.aclCreateIntArray(self._osz, self._n_osz)
+            if not a_out:
+                raise _null_error("aclCreateIntArray")
+            a_in = f.aclCreateIntArray(self._isz, self._n_isz)
+            if not a_in:
+                raise _null_error("aclCreateIntArray")
+            ex = self._ex_out
+            ex.value = None
+            sd, sh, sw = self._scales_c
+            rc = f.phase1(t_go, a_out, a_in, sd, sh, sw, t_gi, self._size_ref, self._ex_ref)
+            if rc:
+                raise _status_error(rc, OP.phase1_name)
+            if ex:
+                size = self._size_out.value
+                if size > self._ws_cap:
+                    try:
+                        self._ensure_workspace(size)
+                    except BaseException:
+                        # never run: destroy it (cann-abi.md §1.3)
+                        if f.aclDestroyAclOpExecutor(ex):
+                            self._refused.append(("aclDestroyAclOpExecutor", c_void_p(ex.value)))
+                        raise
+                # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3)
+                rc = f.phase2(self._ws_ptr if size else None, self._size_out, ex, self._stream)
+                if rc:
+                    raise _status_error(rc, OP.phase2_name)
+                if self.sync:
+                    rc = f.aclrtSynchronizeStream(self._stream)
+                    if rc:
+                        self.session._pending = True
+                        raise _status_error(rc, "aclrtSynchronizeStream")
+                else:
+                    self.session._pending = True
+        finally:
+            # reverse order of creation; every handle is destroyed, on error paths too
+            r1 = f.aclDestroyIntArray(a_in) if a_in else 0
+            r2 = f.aclDestroyIntArray(a_out) if a_out else 0
+            r3 = f.aclDestroyTensor(t_gi) if t_gi else 0
+            r4 = f.aclDestroyTensor(t_go)
+            if r1 or r2 or r3 or r4:  # still live: kept, and destroyed again by close()
+                self._refused += [(name, h) for rc, name, h in ((r1, "aclDestroyIntArray", a_in),
+                                                                (r2, "aclDestroyIntArray", a_out),
+                                                                (r3, "aclDestroyTensor", t_gi),
+                                                                (r4, "aclDestroyTensor", t_go)) if rc]
+        # reached only when nothing above raised: a refused destroy is then the error to report
+        if r1 or r2:
+            raise _status_error(r1 or r2, "aclDestroyIntArray")
+        if r3 or r4:
+            raise _status_error(r3 or r4, "aclDestroyTensor")
+
+    # ------------------------------------------------------------------ lifetime
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` (or once the session closed it)."""
+        return self._closed
+
+    def close(self) -> None:
+        """Synchronise the stream, then release the executor, handles and workspace.  Idempotent."""
+        with self.session._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if not self.session.closed:
+                self._device.activate()
+                self.session._sync()
+            self._release()
+
+    def _destroy_refused(self) -> None:
+        """Destroy again the per-call handles whose destroy was refused; keep those refused again."""
+        left, first = [], 0
+        name = ""
+        for name_, handle in self._refused:
+            rc = getattr(self._fns, name_)(handle)
+            if rc:
+                left.append((name_, handle))
+                if not first:
+                    first, name = rc, name_
+        self._refused = left
+        if first:
+            raise _status_error(first, name)
+
+    def _release(self) -> None:
+        errors: list[BaseException] = []
+        releases: list[Callable[[], None]] = []
+        if self._refused:
+            releases.append(self._destroy_refused)
+        if self._executor is not None:
+            releases.append(self._executor.close)
+        releases.extend(obj.close for obj in (*self._tensors, *self._arrays))
+        if self._ws is not None:
+            releases.append(self._ws.close)
+        for release in releases:
+            try:
+                release()
+            except Exception as exc:  # keep releasing the rest
+                errors.append(exc)
+        self._executor = None
+        self._tensors, self._arrays, self._ws, self._ws_ptr, self._ws_cap = (), (), None, None, 0
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> PreparedCall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "plan" if self.plan else "one-shot"
+        state = "closed" if self._closed else "open"
+        return (f"<PreparedCall {mode} outputSize={getattr(self, 'output_size', None)} "
+                f"inputSize={getattr(self, 'input_size', None)} {state}>")
+
+
+_ZERO = c_size_t(0)
