@@ -19,6 +19,8 @@ from .runtime import Device, Stream
 
 __all__ = ["DeviceBuffer", "HostBuffer", "host_span"]
 
+_SIZE_LIMIT = 1 << 64  # ctypes would silently truncate a larger size_t
+
 
 def host_span(array: np.ndarray) -> tuple[int, int]:
     """``(address, nbytes)`` of the smallest byte range holding every element of *array*.
@@ -56,8 +58,8 @@ class DeviceBuffer(Resource):
     _what = "device buffer"
 
     def __init__(self, device: Device, nbytes: int, policy: MemMallocPolicy = MemMallocPolicy.HUGE_FIRST) -> None:
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
-            raise ValueError(f"nbytes: expected a positive int, got {nbytes!r}")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 < nbytes < _SIZE_LIMIT:
+            raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
         device.activate()
         self.device = device
         self.nbytes = int(nbytes)
@@ -149,8 +151,8 @@ class HostBuffer(Resource):
     _what = "host buffer"
 
     def __init__(self, device: Device, nbytes: int) -> None:
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
-            raise ValueError(f"nbytes: expected a positive int, got {nbytes!r}")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 < nbytes < _SIZE_LIMIT:
+            raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
         device.activate()
         self.device = device
         self.nbytes = int(nbytes)

@@ -22,9 +22,8 @@ from ctypes import byref, c_uint64, c_void_p
 from typing import Any
 
 from ._lib import lib
-from ._resource import Resource
+from ._resource import Resource, releases_allowed
 from ._types import aclOpExecutor_p
-from .errors import ProcessForkedError
 from .memory import DeviceBuffer
 from .meta import Tensor
 from .prototypes import two_phase_prototypes
@@ -116,11 +115,8 @@ class Workspace:
     def release(self) -> None:
         """Free the buffer after the stream has finished with it."""
         if self.buffer is not None and not self.buffer.closed:
-            if not self.stream.closed:
-                try:
-                    self.stream.synchronize()
-                except ProcessForkedError:
-                    pass  # a forked child: the parent's stream; the close below releases nothing here
+            if not self.stream.closed and releases_allowed():  # (after aclFinalize or in a forked child: no)
+                self.stream.synchronize()
             self.buffer.close()
         self.buffer = None
 

@@ -164,6 +164,9 @@ class Device(Resource):
     def __init__(self, device_id: int = 0) -> None:
         if isinstance(device_id, bool) or not isinstance(device_id, int):
             raise TypeError(f"device_id: expected an int, got {type(device_id).__name__}")
+        if not -(2 ** 31) <= device_id < 2 ** 31:  # ctypes would silently truncate it to an int32
+            raise AclError.from_status(107001, "aclrtSetDevice",  # ACL_ERROR_RT_INVALID_DEVICEID
+                                       f"device id {device_id} does not fit in an int32")
         ensure_initialized()
         self.id = device_id
         lib.aclrtSetDevice(device_id)

@@ -101,7 +101,8 @@ def conforms(name: str, args: Sequence[Any]) -> bool:
     The lean function objects have no ``argtypes`` (ctypes' per-argument conversion is a large
     part of a tiny call's cost), so every argument is built in advance as an object of the
     right C type; :class:`PreparedCall` checks each argument tuple with this once, when it is
-    prepared.  ``None`` stands for a NULL pointer.
+    prepared.  ``None`` stands for a NULL pointer; a Python ``int`` is accepted for a C ``int``
+    (enums: ctypes passes it as a C int), which saves ctypes an object per argument.
     """
     want = _LEAN[name][2]
     if len(args) != len(want):
@@ -109,6 +110,10 @@ def conforms(name: str, args: Sequence[Any]) -> bool:
     for arg, typ in zip(args, want):
         if arg is None and issubclass(typ, (c_void_p, ctypes._Pointer)):
             continue
+        # without argtypes, ctypes passes a Python int as a C int and a Python float as a C double
+        if typ is c_int and type(arg) is int and -2 ** 31 <= arg < 2 ** 31:
+            continue
+
         if isinstance(arg, typ):
             continue
         if typ is c_void_p and isinstance(arg, c_void_p):
@@ -132,6 +137,17 @@ _RELEASE_GIL = {OP.phase2_name, "aclrtSynchronizeStream"}
 class _Fns:
     """Fresh ctypes function objects for the loaded backend's libraries: restype from the table,
     no ``argtypes`` (see :func:`conforms`) and no ``errcheck`` (the caller checks the status)."""
+
+    aclCreateTensor: Any
+    aclDestroyTensor: Any
+    aclCreateIntArray: Any
+    aclDestroyIntArray: Any
+    aclDestroyAclOpExecutor: Any
+    aclSetInputTensorAddr: Any
+    aclSetOutputTensorAddr: Any
+    aclrtSynchronizeStream: Any
+    phase1: Any
+    phase2: Any
 
     def __init__(self) -> None:
         backend = load_backend()
@@ -179,7 +195,13 @@ def _as_void_p(handle: Any) -> c_void_p:
 
 # membership in weakref.finalize's registry is what ``finalize.alive`` tests; testing it directly
 # skips a Python-level property call per array per call
-_LIVE = getattr(weakref.finalize, "_registry", None)
+class _Alive:
+    def __contains__(self, fin: Any) -> bool:
+        return bool(fin.alive)
+
+
+_REGISTRY = getattr(weakref.finalize, "_registry", None)
+_LIVE: Any = _REGISTRY if isinstance(_REGISTRY, dict) else _Alive()
 
 # the per-thread current-context cache that Device.activate() keeps (acl_bindings.runtime):
 # reading it directly saves most of activate()'s cost when nothing changed
@@ -261,10 +283,10 @@ class _TensorArgs:
     def __init__(self, arr: DeviceArray) -> None:
         self.dims = _c_array(arr.shape)
         self.ndim = c_uint64(len(arr.shape))
-        self.dtype = c_int(int(arr.tensor.acl_dtype))
+        self.dtype = int(arr.tensor.acl_dtype)  # C int (enums are ints, cann-abi.md §2): passed as a Python int
         self.strides = _c_array(arr.strides)
         self.offset = c_int64(arr.offset)
-        self.format = c_int(int(arr.tensor.format))
+        self.format = int(arr.tensor.format)  # C int (aclFormat)
         self.set_address(arr.buffer.ptr)
 
     def set_address(self, address: int) -> None:
@@ -388,7 +410,9 @@ class PreparedCall:
             Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
                    address=gi.buffer.ptr))
         self._arrays = (IntArray(self.output_size), IntArray(self.input_size))
-        size, executor = OP.get_workspace_size(self._tensors[0], *self._arrays, *self.scales, self._tensors[1])
+        # the executor keeps the tensors and arrays it refers to alive (if the call is dropped unclosed)
+        size, executor = OP.get_workspace_size(self._tensors[0], *self._arrays, *self.scales, self._tensors[1],
+                                               keep=(*self._tensors, *self._arrays))
         self._executor = executor
         self.workspace_size = size
         self._ensure_workspace(size)
@@ -412,7 +436,7 @@ class PreparedCall:
             for obj in (*self._tensors, *self._arrays):
                 obj.close()
             self._tensors, self._arrays = (), ()
-            self._run = self._run_oneshot
+            self._run = self._make_oneshot()
         self._check_conformance()
 
     def _check_conformance(self) -> None:
@@ -455,23 +479,24 @@ class PreparedCall:
             Other device arrays of the same shape, dtype, layout, strides and offset to use
             from now on (the executor is pointed at their addresses); None keeps the current ones.
         """
-        with self._lock:
-            if self._closed:
-                raise ClosedError("this PreparedCall is closed")
-            if self.session._closed:
-                raise ClosedError("this Session is closed")
+        lock = self._lock
+        lock.acquire()  # (cheaper than a with statement)
+        try:
+            if self._closed or self.session._closed:
+                raise ClosedError("this PreparedCall is closed" if self._closed else "this Session is closed")
             if grad_output is not None and grad_output is not self._go:
                 self._rebind(grad_output, True)
             if out is not None and out is not self._gi:
                 self._rebind(out, False)
-            if not (self._go_fin in _LIVE and self._gi_fin in _LIVE) if _LIVE is not None else not (
-                    self._go_fin.alive and self._gi_fin.alive):
+            if not (self._go_fin in _LIVE and self._gi_fin in _LIVE):
                 self._check_arrays_open()
             if _FORKED[0] or getattr(_TLS, "current", None) != (_GENERATION[0], self._ctx):
                 self._device.activate()
             self._run()
             self.calls += 1
             return self._gi
+        finally:
+            lock.release()
 
     def _check_arrays_open(self) -> None:
         self._go._check_open()
@@ -544,65 +569,77 @@ class PreparedCall:
         else:
             self.session._pending = True
 
-    def _run_oneshot(self) -> None:
+    def _make_oneshot(self) -> Callable[[], None]:
+        """The one-shot call, as a closure over everything that does not change between calls."""
         f = self._fns
-        a_in = a_out = t_gi = None
-        t_go = f.aclCreateTensor(*self._go_args.args)
-        if not t_go:
-            raise _null_error("aclCreateTensor")
-        try:
-            t_gi = f.aclCreateTensor(*self._gi_args.args)
-            if not t_gi:
+        create_tensor, create_array = f.aclCreateTensor, f.aclCreateIntArray
+        destroy_tensor, destroy_array = f.aclDestroyTensor, f.aclDestroyIntArray
+        phase1, phase2, synchronize = f.phase1, f.phase2, f.aclrtSynchronizeStream
+        go_args, gi_args = self._go_args, self._gi_args  # their .args change when arrays are rebound
+        osz, n_osz, isz, n_isz = self._osz, self._n_osz, self._isz, self._n_isz
+        sd, sh, sw = self._scales_c
+        size_out, ex, size_ref, ex_ref = self._size_out, self._ex_out, self._size_ref, self._ex_ref
+        stream = self._stream
+        sync, session = self.sync, self.session
+
+        def run() -> None:
+            a_in = a_out = t_gi = None
+            t_go = create_tensor(*go_args.args)
+            if not t_go:
                 raise _null_error("aclCreateTensor")
-            a_out = f.aclCreateIntArray(self._osz, self._n_osz)
-            if not a_out:
-                raise _null_error("aclCreateIntArray")
-            a_in = f.aclCreateIntArray(self._isz, self._n_isz)
-            if not a_in:
-                raise _null_error("aclCreateIntArray")
-            ex = self._ex_out
-            ex.value = None
-            sd, sh, sw = self._scales_c
-            rc = f.phase1(t_go, a_out, a_in, sd, sh, sw, t_gi, self._size_ref, self._ex_ref)
-            if rc:
-                raise _status_error(rc, OP.phase1_name)
-            if ex:
-                size = self._size_out.value
-                if size > self._ws_cap:
-                    try:
-                        self._ensure_workspace(size)
-                    except BaseException:
-                        # never run: destroy it (cann-abi.md §1.3)
-                        if f.aclDestroyAclOpExecutor(ex):
-                            self._refused.append(("aclDestroyAclOpExecutor", c_void_p(ex.value)))
-                        raise
-                # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3)
-                rc = f.phase2(self._ws_ptr if size else None, self._size_out, ex, self._stream)
+            try:
+                t_gi = create_tensor(*gi_args.args)
+                if not t_gi:
+                    raise _null_error("aclCreateTensor")
+                a_out = create_array(osz, n_osz)
+                if not a_out:
+                    raise _null_error("aclCreateIntArray")
+                a_in = create_array(isz, n_isz)
+                if not a_in:
+                    raise _null_error("aclCreateIntArray")
+                ex.value = None
+                rc = phase1(t_go, a_out, a_in, sd, sh, sw, t_gi, size_ref, ex_ref)
                 if rc:
-                    raise _status_error(rc, OP.phase2_name)
-                if self.sync:
-                    rc = f.aclrtSynchronizeStream(self._stream)
+                    raise _status_error(rc, OP.phase1_name)
+                if ex:
+                    size = size_out.value
+                    if size > self._ws_cap:
+                        try:
+                            self._ensure_workspace(size)
+                        except BaseException:
+                            # never run: destroy it (cann-abi.md §1.3)
+                            if f.aclDestroyAclOpExecutor(ex):
+                                self._refused.append(("aclDestroyAclOpExecutor", c_void_p(ex.value)))
+                            raise
+                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3)
+                    rc = phase2(self._ws_ptr if size else None, size_out, ex, stream)
                     if rc:
-                        self.session._pending = True
-                        raise _status_error(rc, "aclrtSynchronizeStream")
-                else:
-                    self.session._pending = True
-        finally:
-            # reverse order of creation; every handle is destroyed, on error paths too
-            r1 = f.aclDestroyIntArray(a_in) if a_in else 0
-            r2 = f.aclDestroyIntArray(a_out) if a_out else 0
-            r3 = f.aclDestroyTensor(t_gi) if t_gi else 0
-            r4 = f.aclDestroyTensor(t_go)
-            if r1 or r2 or r3 or r4:  # still live: kept, and destroyed again by close()
-                self._refused += [(name, h) for rc, name, h in ((r1, "aclDestroyIntArray", a_in),
-                                                                (r2, "aclDestroyIntArray", a_out),
-                                                                (r3, "aclDestroyTensor", t_gi),
-                                                                (r4, "aclDestroyTensor", t_go)) if rc]
-        # reached only when nothing above raised: a refused destroy is then the error to report
-        if r1 or r2:
-            raise _status_error(r1 or r2, "aclDestroyIntArray")
-        if r3 or r4:
-            raise _status_error(r3 or r4, "aclDestroyTensor")
+                        raise _status_error(rc, OP.phase2_name)
+                    if sync:
+                        rc = synchronize(stream)
+                        if rc:
+                            session._pending = True
+                            raise _status_error(rc, "aclrtSynchronizeStream")
+                    else:
+                        session._pending = True
+            finally:
+                # reverse order of creation; every handle is destroyed, on error paths too
+                r1 = destroy_array(a_in) if a_in else 0
+                r2 = destroy_array(a_out) if a_out else 0
+                r3 = destroy_tensor(t_gi) if t_gi else 0
+                r4 = destroy_tensor(t_go)
+                if r1 or r2 or r3 or r4:  # still live: kept, and destroyed again by close()
+                    self._refused += [(name, h) for rc_, name, h in ((r1, "aclDestroyIntArray", a_in),
+                                                                     (r2, "aclDestroyIntArray", a_out),
+                                                                     (r3, "aclDestroyTensor", t_gi),
+                                                                     (r4, "aclDestroyTensor", t_go)) if rc_]
+            # reached only when nothing above raised: a refused destroy is then the error to report
+            if r1 or r2:
+                raise _status_error(r1 or r2, "aclDestroyIntArray")
+            if r3 or r4:
+                raise _status_error(r3 or r4, "aclDestroyTensor")
+
+        return run
 
     # ------------------------------------------------------------------ lifetime
     @property
@@ -613,8 +650,8 @@ class PreparedCall:
     def close(self) -> None:
         """Synchronise the stream, then release the executor, handles and workspace.  Idempotent."""
         with self.session._lock:
-            if self._closed:
-                return
+            if self._closed and not self._refused:
+                return  # (a destroy refused earlier is retried by every close())
             self._closed = True
             if not self.session.closed:
                 self._device.activate()

@@ -19,6 +19,7 @@ so a session made on one thread works on another.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 import weakref
 from typing import Any, Callable, Optional, Sequence, Union
@@ -32,7 +33,6 @@ from acl_bindings import (
     Event,
     Format,
     IntArray,
-    ProcessForkedError,
     Stream,
     Tensor,
     Workspace,
@@ -40,6 +40,7 @@ from acl_bindings import (
     host_span,
     load_backend,
 )
+from acl_bindings._resource import releases_allowed
 
 from . import checks
 from ._api import OP
@@ -146,10 +147,9 @@ class DeviceArray:
     def _sync_before_free(self) -> None:
         if not self.session.closed and not self.buffer.closed:
             # always: work queued through the raw two-phase API may still read this buffer
-            try:
-                self.session.device.activate()
-            except ProcessForkedError:
-                return  # a forked child: the handles are the parent's, and closing releases nothing
+            if not releases_allowed():
+                return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
+            self.session.device.activate()
             self.session._sync()
 
     def _check_open(self) -> None:
@@ -252,10 +252,9 @@ class Session:
             _run_all(steps)
 
     def _sync_for_close(self) -> None:
-        try:
-            self.device.activate()
-        except ProcessForkedError:
-            return  # a forked child: nothing of the parent's is waited for or released
+        if not releases_allowed():
+            return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
+        self.device.activate()
         self.stream.synchronize()
 
     def _mark_closed(self) -> None:
@@ -342,7 +341,11 @@ class Session:
         shape = tuple(int(n) for n in shape)
         dt = np.dtype(dtype)
         dtype_to_acl(dt)
-        nbytes = max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, dt.itemsize)
+        nbytes = math.prod(shape) * dt.itemsize  # exact: np.prod would wrap around silently
+        if any(n < 0 for n in shape) or nbytes >= 2 ** 63:
+            raise checks.AclnnParamError(161002, checks.PHASE1, f"shape {list(shape)}: not a tensor of {dt} "
+                                                                "(negative, or more bytes than 64-bit sizes hold)")
+        nbytes = max(nbytes, dt.itemsize)
         buf = DeviceBuffer(self.device, nbytes)
         try:
             arr = DeviceArray(self, buf, shape, dt, layout, _contiguous(shape), 0)

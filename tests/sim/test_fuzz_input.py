@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import upsample3d_grad as ug
-from acl_bindings import AclMemoryError, AclnnParamError, sim
+from acl_bindings import AclMemoryError, AclnnParamError, AclParamError, DeviceBuffer, sim
 from upsample3d_grad import Session
 from upsample3d_grad.api import default_session
 from upsample3d_grad.checks import PHASE1
@@ -38,8 +38,14 @@ EXPECTED = [36.0, 100.0, 164.0, 228.0]
 DTYPES = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
 UNSUPPORTED = [np.float64, np.longdouble, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_,
                np.complex64, np.complex128, object, ml_dtypes.float8_e4m3fn]
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SCALES = ("scalesD", "scalesH", "scalesW")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_the_default_session() -> Any:
+    yield
+    ug.close_default_session()  # the module-level entry points opened it
 
 
 # --------------------------------------------------------------------------- the calls
@@ -294,8 +300,8 @@ def _graph_scales(scales: tuple) -> Any:
 def test_graph_form(call: Call, default_output_size: bool, scales_form: str) -> None:
     default_session()
     out_size: Any = call.output_size
-    if default_output_size and call.target not in ("grad_output", "output_size"):
-        out_size = (0, 0, 0)  # "take it from grad_output's shape" (which is valid here)
+    if default_output_size and call.target not in ("grad_output", "output_size", "layout"):
+        out_size = (0, 0, 0)  # "take it from grad_output's shape" (valid, read in the valid layout, here)
     scales: Any = _graph_scales(call.scales)
     if scales_form != "tuple":  # the graph form's own argument: three values
         scales = scales[:2] if scales_form == "length 2" else None
@@ -334,9 +340,9 @@ def test_named_cases_and_the_session_still_works(no_leaks: None, session: Sessio
         "a list": (SAMPLE.tolist(), 161002, "numpy array"),
     }
     for label, (g, code, words) in cases.items():
-        for fn in (lambda: session.backward(g, (2, 2, 2), (2, 2, 1, 1, 1)), lambda: session.upload(g)):
+        for fn, args in ((session.backward, (g, (2, 2, 2), (2, 2, 1, 1, 1))), (session.upload, (g,))):
             with pytest.raises(AclnnParamError) as info:
-                fn()
+                fn(*args)
             assert info.value.code == code and words in info.value.detail, (label, info.value)
     assert session.backward(SAMPLE, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist() == EXPECTED
 
@@ -360,8 +366,10 @@ def test_read_only_out_is_rejected_before_any_device_work(no_leaks: None, sessio
     assert (out == 7.0).all()
 
 
-def test_huge_sizes_without_strict_checks_fail_to_allocate(no_leaks: None, session: Session) -> None:
-    """strict=False lets a 4 TiB gradInput through to the device: a MemoryError, then a usable session."""
+def test_huge_sizes_without_strict_checks(no_leaks: None, session: Session) -> None:
+    """strict=False lets huge gradInputs through to the device: a 4 TiB one fails to allocate (a
+    MemoryError); one whose byte count does not fit in 64 bits is refused before (never wrapped
+    around into a small buffer); then the session still works."""
     g = np.ones((1, 1, 1, 1, 1), np.float32)
     with pytest.raises(AclnnParamError) as strict:
         session.backward(g, (1, 1, 1), (1, 1, 1, 1, 2 ** 40))
@@ -369,7 +377,24 @@ def test_huge_sizes_without_strict_checks_fail_to_allocate(no_leaks: None, sessi
     with pytest.raises(AclMemoryError) as info:
         session.backward(g, (1, 1, 1), (1, 1, 1, 1, 2 ** 40), strict=False)
     assert isinstance(info.value, MemoryError) and info.value.code == 207001 and info.value.func == "aclrtMalloc"
+    for size in ((1, 1, 2 ** 21, 2 ** 21, 2 ** 22), (1, 1, 1, 2 ** 31, 2 ** 31), (1, 1, 2 ** 30, 2 ** 30, 2 ** 30)):
+        with pytest.raises(AclnnParamError) as info2:
+            session.backward(g, (1, 1, 1), size, strict=False)
+        assert info2.value.code == 161002 and "64-bit" in info2.value.detail, info2.value
+    for nbytes in (2 ** 64, 2 ** 64 + 8):  # ctypes would silently truncate a size_t
+        with pytest.raises(ValueError, match="size_t"):
+            DeviceBuffer(session.device, nbytes)
     assert session.backward(SAMPLE, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist() == EXPECTED
+
+
+def test_bad_device_ids(no_leaks: None) -> None:
+    for bad in (2, 99, -1, 2 ** 31, 2 ** 40, -(2 ** 40)):  # the simulator has devices 0 and 1
+        with pytest.raises(AclParamError) as info:  # never truncated by ctypes into a valid id
+            Session(bad)
+        assert info.value.code == 107001 and info.value.func == "aclrtSetDevice", (bad, info.value)
+    for bad in (1.0, "0", None, True, np.float32(0)):
+        with pytest.raises(TypeError, match="device_id"):
+            Session(bad)  # type: ignore[arg-type]
 
 
 def test_device_arrays_of_other_or_closed_sessions(no_leaks: None, session: Session) -> None:

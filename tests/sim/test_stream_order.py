@@ -1,0 +1,261 @@
+"""Stream order: with deferred streams, every public path synchronises where it must.
+
+In deferred mode (``sim.set_defer(True)``) the simulator queues kernels and async copies
+and runs them only when a stream is synchronised.  Reading a result too early then
+gives the 0xFF fill pattern of fresh device memory (NaN) instead of the answer, and
+freeing memory that queued work still uses fails with 107000 ("still used by pending
+work").  Each path is tested twice: as it is (it must work), and with the
+synchronisation removed (``Stream.synchronize`` / ``Session._sync`` / ``Event.synchronize``
+made no-ops), where the simulator must report the problem, which shows that the
+first test would catch a missing sync.  After such a negative control everything is
+cleaned up and no handle is left behind.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import upsample3d_grad as ug
+from acl_bindings import AclParamError, Device, Event, Stream, lib, sim
+from upsample3d_grad import Session, reference
+from upsample3d_grad.session import DeviceArray
+
+SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+EXPECTED = [36.0, 100.0, 164.0, 228.0]
+ARGS = ((2, 2, 2), (2, 2, 1, 1, 1))
+BIG = ((4, 4, 40), (2, 3, 2, 2, 20))  # long rows: a larger workspace than ARGS (checked where it matters)
+
+
+@pytest.fixture(autouse=True)
+def deferred() -> Iterator[None]:
+    previous = sim.set_defer(True)
+    yield
+    sim.set_defer(previous)
+
+
+def _no_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remove the stream synchronisation the binding relies on."""
+    monkeypatch.setattr(Stream, "synchronize", lambda self, timeout_ms=None: None)
+
+
+def _pending_error(info: pytest.ExceptionInfo[AclParamError]) -> None:
+    err = info.value
+    assert err.code == 107000 and err.func == "aclrtFree", err
+    assert "still used by pending work" in err.detail, err.detail
+
+
+def _big_input(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((2, 3, *BIG[0])).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- before a download
+
+def test_download_waits_for_the_kernel(no_leaks: None, session: Session) -> None:
+    with session.upload(SAMPLE) as go:
+        out = session.backward(go, *ARGS)
+        assert out.download().ravel().tolist() == EXPECTED
+        host = np.empty((2, 2, 1, 1, 1), np.float32)
+        session.backward(go, *ARGS, out=out)
+        assert out.download(host) is host and host.ravel().tolist() == EXPECTED
+        out.close()
+
+
+def test_without_the_sync_a_download_reads_stale_memory(no_leaks: None, session: Session,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    go = session.upload(SAMPLE)
+    out = session.backward(go, *ARGS)
+    monkeypatch.setattr(Session, "_sync", lambda self: None)
+    early = out.download()
+    assert np.isnan(early).all()  # the kernel has not run: fresh device memory (0xFF bytes)
+    monkeypatch.undo()
+    assert out.download().ravel().tolist() == EXPECTED
+    go.close()
+    out.close()
+
+
+def test_numpy_calls_and_the_module_function(session: Session) -> None:
+    for plans in (True, False):
+        session.use_plans = plans
+        for k in range(1, 4):
+            assert session.backward(k * SAMPLE, *ARGS).ravel().tolist() == [k * v for v in EXPECTED]
+    try:
+        assert ug.upsample_nearest_exact3d_backward(SAMPLE, *ARGS).ravel().tolist() == EXPECTED
+        g = _big_input()
+        np.testing.assert_allclose(ug.UpsampleNearestExact3dGrad(g, BIG[1]),
+                                   reference.upsample_nearest_exact3d_backward(g, *BIG), rtol=1e-5, atol=1e-5)
+    finally:
+        ug.close_default_session()
+
+
+def test_without_the_sync_a_numpy_call_fails(no_leaks: None, session: Session,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_sync(monkeypatch)
+    with pytest.raises(AclParamError) as info:  # its input and output are freed while the kernel is queued
+        session.backward(SAMPLE, *ARGS)
+    _pending_error(info)
+    del info
+    monkeypatch.undo()
+    session.synchronize()
+    gc.collect()  # the arrays whose free was refused are still owned: released now
+    assert session.backward(SAMPLE, *ARGS).ravel().tolist() == EXPECTED
+
+
+# --------------------------------------------------------------------------- workspace reuse and growth
+
+def test_a_reused_workspace_needs_no_sync_a_grown_one_does(no_leaks: None, session: Session) -> None:
+    small = [session.upload(k * SAMPLE) for k in range(1, 5)]
+    outs = [session.empty(ARGS[1]) for _ in small]
+    syncs = sim.call_count("aclrtSynchronizeStream")
+    for go, out in zip(small, outs):  # four kernels queued on one workspace, in stream order
+        session.backward(go, *ARGS, out=out)
+    assert sim.call_count("aclrtSynchronizeStream") == syncs  # reuse: nothing waited for
+    small_ws = session.last_workspace_size
+    g = _big_input(1)
+    with session.upload(g) as go, session.empty(BIG[1]) as out:
+        session.backward(go, *BIG, out=out)  # grows the workspace while the small kernels are queued
+        assert session.last_workspace_size > small_ws
+        assert sim.call_count("aclrtSynchronizeStream") > syncs  # the old workspace was freed after a sync
+        np.testing.assert_allclose(out.download(), reference.upsample_nearest_exact3d_backward(g, *BIG),
+                                   rtol=1e-5, atol=1e-5)
+    for k, out in enumerate(outs, 1):
+        assert out.download().ravel().tolist() == [k * v for v in EXPECTED]
+    for arr in small + outs:
+        arr.close()
+
+
+def test_without_the_sync_growing_the_workspace_fails(no_leaks: None, session: Session,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    go, out = session.upload(SAMPLE), session.empty(ARGS[1])
+    session.backward(go, *ARGS, out=out)  # queued, using the small workspace
+    big_go, big_out = session.upload(_big_input(2)), session.empty(BIG[1])
+    _no_sync(monkeypatch)
+    with pytest.raises(AclParamError) as info:
+        session.backward(big_go, *BIG, out=big_out)
+    _pending_error(info)
+    assert session.workspace.buffer is not None and not session.workspace.buffer.closed  # kept, not leaked
+    del info
+    monkeypatch.undo()
+    session.backward(big_go, *BIG, out=big_out)  # now it grows properly
+    assert out.download().ravel().tolist() == EXPECTED
+    for arr in (go, out, big_go, big_out):
+        arr.close()
+
+
+# --------------------------------------------------------------------------- before a buffer is freed
+
+def test_closing_an_array_in_use_waits(no_leaks: None, session: Session) -> None:
+    go = session.upload(SAMPLE)
+    out = session.backward(go, *ARGS)
+    go.close()  # its kernel is still queued: close() synchronises first
+    assert out.download().ravel().tolist() == EXPECTED
+    out.close()
+
+
+def test_without_the_sync_closing_an_array_in_use_fails(no_leaks: None, session: Session,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    go = session.upload(SAMPLE)
+    out = session.backward(go, *ARGS)
+    _no_sync(monkeypatch)
+    with pytest.raises(AclParamError) as info:
+        go.close()
+    _pending_error(info)
+    assert not go.closed  # the memory is still ours; close() can be retried
+    monkeypatch.undo()
+    go.close()
+    assert go.closed and out.download().ravel().tolist() == EXPECTED
+    out.close()
+
+
+def test_dropped_arrays_with_queued_work_are_freed_after_a_sync(no_leaks: None, session: Session) -> None:
+    go = session.upload(SAMPLE)
+    for _ in range(3):
+        session.backward(go, *ARGS)  # each result dropped at once, its kernel still queued
+    del go
+    gc.collect()
+    assert session.backward(SAMPLE, *ARGS).ravel().tolist() == EXPECTED
+
+
+def test_without_the_sync_dropped_arrays_leak(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The garbage collector's release waits for the device first; without that wait the free is refused."""
+    assert session.backward(SAMPLE, *ARGS).ravel().tolist() == EXPECTED  # the workspace and plan exist now
+    before = sim.live_handles()
+    monkeypatch.setattr(Device, "synchronize", lambda self: None)  # bound into the finalizers made below
+    go = session.upload(SAMPLE)
+    out = session.backward(go, *ARGS)
+    pointers = [go.buffer.ptr, out.buffer.ptr]
+    del go, out
+    gc.collect()
+    leaked = sim.live_handles()["device_buffer"] - before["device_buffer"]
+    monkeypatch.undo()
+    session.synchronize()
+    for ptr in pointers:  # clean up what the broken finalizers could not free
+        lib.aclrtFree(ptr)
+    assert leaked == 2
+    assert sim.live_handles() == before
+
+
+def test_closing_a_session_with_queued_work(no_leaks: None) -> None:
+    s = Session(0)
+    go = s.upload(SAMPLE)
+    out = s.backward(go, *ARGS)
+    s.close()
+    assert go.closed and out.closed
+
+
+def test_without_the_sync_closing_a_session_fails_and_a_retry_finishes(no_leaks: None,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Session(0)
+    go = s.upload(SAMPLE)
+    out = s.backward(go, *ARGS)
+    _no_sync(monkeypatch)
+    with pytest.raises(AclParamError) as info:
+        s.close()
+    _pending_error(info)
+    assert s.closed and not s.device.closed  # unusable, but the device is kept for what is left to free
+    del info
+    monkeypatch.undo()
+    s.close()
+    assert s.device.closed and go.closed and out.closed
+
+
+# --------------------------------------------------------------------------- plans and events
+
+def test_plan_eviction_with_queued_work(no_leaks: None, session: Session) -> None:
+    session.plans.capacity = 1
+    arrays: list[tuple[DeviceArray, DeviceArray, Any]] = []
+    for k in range(4):  # alternate two call shapes: each call evicts the other's plan
+        g: np.ndarray
+        if k % 2:
+            g, sizes = _big_input(k), BIG
+        else:
+            g, sizes = k * SAMPLE, ARGS
+        arrays.append((session.upload(g), session.empty(sizes[1]),
+                       reference.upsample_nearest_exact3d_backward(g, *sizes)))
+        session.backward(arrays[-1][0], *sizes, out=arrays[-1][1])
+    assert session.plans.misses == 4
+    for go, out, want in arrays:
+        np.testing.assert_allclose(out.download(), want, rtol=1e-5, atol=1e-5)
+        go.close()
+        out.close()
+
+
+def test_timed_backward_waits_for_its_events(no_leaks: None, session: Session,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    previous = sim.set_delay(2)
+    try:
+        with session.upload(SAMPLE) as go, session.empty(ARGS[1]) as out:
+            times = session.timed_backward(go, *ARGS, out=out, repeat=2)
+            assert len(times) == 2 and all(t >= 1.5 for t in times), times
+            assert out.download().ravel().tolist() == EXPECTED
+            monkeypatch.setattr(Event, "synchronize", lambda self: None)
+            with pytest.raises(AclParamError) as info:  # the end event has not completed
+                session.timed_backward(go, *ARGS, out=out)
+            assert info.value.func == "aclrtEventElapsedTime" and "not completed" in info.value.detail
+            monkeypatch.undo()
+            session.synchronize()
+    finally:
+        sim.set_delay(previous)
