@@ -94,6 +94,24 @@ static int name_index(const char *func) {
     return -1;
 }
 
+/* cannsim_enter is called with string literals of the three libraries, whose addresses never change:
+   cache name -> index by pointer (direct-mapped; the caller holds g_mu) so that every simulated call
+   does not scan k_names with strcmp. */
+#define NAME_CACHE 512
+static const char *g_name_ptr[NAME_CACHE];
+static int g_name_idx[NAME_CACHE];
+
+static int literal_index(const char *func) {
+    size_t h = ((uintptr_t)func >> 3) & (NAME_CACHE - 1);
+    if (g_name_ptr[h] == func && func) return g_name_idx[h];
+    int idx = name_index(func);
+    if (idx >= 0) {
+        g_name_ptr[h] = func;
+        g_name_idx[h] = idx;
+    }
+    return idx;
+}
+
 typedef struct {
     int func;        /* index into k_names */
     uint64_t nth;    /* 1-based call number; 0 = every call */
@@ -174,7 +192,7 @@ static int fault_exempt(int idx) {
 CANNSIM_API int cannsim_enter(const char *func) {
     int code = 0;
     pthread_mutex_lock(&g_mu);
-    int idx = name_index(func);
+    int idx = literal_index(func);
     if (idx >= 0) {
         g_calls[idx]++;
         if (!fault_exempt(idx)) {
