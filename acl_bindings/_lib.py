@@ -17,19 +17,23 @@ failing thread, and stored in the exception.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
+from ctypes import c_void_p
 from typing import Any, Callable
 
 from . import _config, _loader
-from ._types import HANDLE_TYPES, STATUS_TYPES, c_int_result
+from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, LibraryNotFoundError
 from .prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
 
-__all__ = ["lib", "Lib", "MissingSymbolError", "recent_error_message"]
+__all__ = ["lib", "Lib", "LeanHandle", "lean_types", "MissingSymbolError", "recent_error_message"]
 
 _log = logging.getLogger("acl_bindings")
 _NULL_HANDLE_CODE = 561103  # ACLNN_ERR_INNER_NULLPTR: a constructor gave NULL
+_OPAQUE = (aclTensor_p, aclIntArray_p, aclOpExecutor_p)
+_BYREF = type(ctypes.byref(ctypes.c_int()))
 
 
 class MissingSymbolError(LibraryNotFoundError):
@@ -87,6 +91,22 @@ def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
     return _logged(check) if log else check
 
 
+class LeanHandle(c_void_p):
+    """Restype of lean handle constructors: a ``c_void_p`` subclass, so ctypes returns the object
+    itself (passed straight back to the library) rather than a Python int."""
+
+
+def lean_types(proto: Prototype) -> tuple[Any, tuple[Any, ...]]:
+    """``(restype, argtypes)`` of a prototype for a lean function: opaque handle pointers become
+    ``c_void_p`` (handle results :class:`LeanHandle`); everything else is the table's own type."""
+    _role, restype, argtypes = proto
+
+    def plain(t: Any) -> Any:
+        return c_void_p if t in _OPAQUE else t
+
+    return (LeanHandle if restype in _OPAQUE else restype), tuple(plain(t) for t in argtypes)
+
+
 class Lib:
     """Namespace of bound raw functions; attribute access binds lazily."""
 
@@ -129,6 +149,59 @@ class Lib:
         with self._lock:
             self._bound[name] = fn
         return fn
+
+    def lean(self, name: str, release_gil: bool = True) -> Any:
+        """A fresh function object for *name* for hot loops: restype from the prototype table (see
+        :func:`lean_types`), **no argtypes and no errcheck**.
+
+        The caller passes ctypes objects of exactly the table's types (check once with
+        :meth:`conforms`) and checks the result itself; ``ACL_BINDINGS_LOG_CALLS`` does not log
+        these calls.  With ``release_gil=False`` the call keeps the GIL (for sub-microsecond
+        metadata calls that never wait).
+        """
+        proto = self._prototype(name)
+        if proto is None or self._raw(name) is None:
+            raise MissingSymbolError(f"{name} is not exported by the loaded libraries")
+        dll = self._dll_of(name)
+        if not release_gil:
+            dll = ctypes.PyDLL(dll._name, handle=dll._handle)
+        fn = dll[name]  # a new function object: the bound one keeps its argtypes and errcheck
+        fn.restype = lean_types(proto)[0]
+        return fn
+
+    def conforms(self, name: str, args: Any) -> bool:
+        """Whether *args* are ctypes objects of exactly the C types of *name* (for :meth:`lean`).
+
+        None stands for a NULL pointer; a Python int is accepted for a C ``int`` (ctypes passes
+        it as one without argtypes); ``byref(x)`` and ctypes arrays for pointer arguments.
+        """
+        proto = self._prototype(name)
+        if proto is None:
+            return False
+        want = lean_types(proto)[1]
+        if len(args) != len(want):
+            return False
+        for arg, typ in zip(args, want):
+            if arg is None and issubclass(typ, (c_void_p, ctypes._Pointer)):
+                continue
+            if typ is ctypes.c_int and type(arg) is int and -(2 ** 31) <= arg < 2 ** 31:
+                continue
+            if isinstance(arg, typ):
+                continue
+            if issubclass(typ, ctypes._Pointer) and (
+                    (isinstance(arg, ctypes.Array) and arg._type_ is typ._type_) or isinstance(arg, _BYREF)):
+                continue
+            return False
+        return True
+
+    def _dll_of(self, name: str) -> Any:
+        role = self._prototype(name)[0]  # type: ignore[index]
+        backend = _loader.load()
+        if role == "opapi":
+            found = backend.find_op_symbol(name)
+            assert found is not None
+            return found[0]
+        return backend.handle(role)
 
     def has(self, name: str) -> bool:
         """Whether the loaded libraries export *name* (loads them if needed)."""

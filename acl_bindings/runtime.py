@@ -40,6 +40,9 @@ _initialized = False
 _owner = False
 _tls = threading.local()
 _generation = [0]  # bumped whenever a device is reset, so thread caches of contexts expire
+_forked = [False]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _forked.__setitem__(0, True))
 
 
 def _check_fork() -> None:
@@ -187,6 +190,13 @@ class Device(Resource):
         if getattr(_tls, "current", None) != key:
             lib.aclrtSetCurrentContext(self.context)
             _tls.current = key
+
+    def is_current(self) -> bool:
+        """Whether this device's context is already current on the calling thread (cheap; no C call).
+
+        False in a forked child, so that :meth:`activate` then raises there.
+        """
+        return not _forked[0] and getattr(_tls, "current", None) == (_generation[0], self.context)
 
     def synchronize(self) -> None:
         """Wait for all work on this device.  Wraps: aclrtSynchronizeDevice."""

@@ -43,14 +43,11 @@ synchronises before reading.
 from __future__ import annotations
 
 import ctypes
-import os
-import weakref
 from collections import OrderedDict
-from ctypes import POINTER, byref, c_double, c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import byref, c_double, c_int64, c_size_t, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from acl_bindings import AclError, ClosedError, DeviceBuffer, IntArray, Tensor, load_backend
-from acl_bindings import runtime as _runtime
+from acl_bindings import AclError, ClosedError, DeviceBuffer, IntArray, Tensor, lib
 from acl_bindings._lib import recent_error_message
 
 from . import checks
@@ -68,64 +65,16 @@ _NULL_HANDLE = 561103  # ACLNN_ERR_INNER_NULLPTR (cann-abi.md §3.5): a construc
 # ---------------------------------------------------------------------------------------------
 
 
-class _Handle(c_void_p):
-    """Restype of the handle constructors: a subclass, so ctypes returns the object itself
-    (passed straight back to the library) instead of converting it to a Python int."""
-
-
-_P64 = POINTER(c_int64)
-#: name -> (library role, restype, argument types), from cann-abi.md §1.4 (derived ctypes table,
-#: handles as c_void_p) and the §1.2 prototypes of the address setters (aclOpExecutor*, size_t,
-#: aclTensor*, void*).
-_LEAN: dict[str, tuple[str, Any, tuple[Any, ...]]] = {
-    "aclCreateTensor": ("nnopbase", _Handle,
-                        (_P64, c_uint64, c_int, _P64, c_int64, c_int, _P64, c_uint64, c_void_p)),
-    "aclDestroyTensor": ("nnopbase", c_int32, (c_void_p,)),
-    "aclCreateIntArray": ("nnopbase", _Handle, (_P64, c_uint64)),
-    "aclDestroyIntArray": ("nnopbase", c_int32, (c_void_p,)),
-    "aclDestroyAclOpExecutor": ("nnopbase", c_int32, (c_void_p,)),
-    "aclSetInputTensorAddr": ("nnopbase", c_int32, (c_void_p, c_size_t, c_void_p, c_void_p)),
-    "aclSetOutputTensorAddr": ("nnopbase", c_int32, (c_void_p, c_size_t, c_void_p, c_void_p)),
-    "aclrtSynchronizeStream": ("runtime", c_int, (c_void_p,)),
-    OP.phase1_name: ("opapi", c_int32, (c_void_p, c_void_p, c_void_p, c_double, c_double, c_double, c_void_p,
-                                        POINTER(c_uint64), POINTER(c_void_p))),
-    OP.phase2_name: ("opapi", c_int32, (c_void_p, c_uint64, c_void_p, c_void_p)),
-}
-
-_BYREF = type(byref(c_int()))
+#: The C functions a prepared call uses; signatures from the prototype table (acl_bindings.prototypes and
+#: the operator's two phases), called through :meth:`acl_bindings.Lib.lean` function objects.
+_NAMES = ("aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray", "aclDestroyIntArray", "aclDestroyAclOpExecutor",
+          "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclrtSynchronizeStream", OP.phase1_name,
+          OP.phase2_name)
 
 
 def conforms(name: str, args: Sequence[Any]) -> bool:
-    """Whether *args* are ctypes objects of exactly the C types of *name* in the signature table.
-
-    The lean function objects have no ``argtypes`` (ctypes' per-argument conversion is a large
-    part of a tiny call's cost), so every argument is built in advance as an object of the
-    right C type; :class:`PreparedCall` checks each argument tuple with this once, when it is
-    prepared.  ``None`` stands for a NULL pointer; a Python ``int`` is accepted for a C ``int``
-    (enums: ctypes passes it as a C int), which saves ctypes an object per argument.
-    """
-    want = _LEAN[name][2]
-    if len(args) != len(want):
-        return False
-    for arg, typ in zip(args, want):
-        if arg is None and issubclass(typ, (c_void_p, ctypes._Pointer)):
-            continue
-        # without argtypes, ctypes passes a Python int as a C int and a Python float as a C double
-        if typ is c_int and type(arg) is int and -2 ** 31 <= arg < 2 ** 31:
-            continue
-
-        if isinstance(arg, typ):
-            continue
-        if typ is c_void_p and isinstance(arg, c_void_p):
-            continue
-        if issubclass(typ, ctypes._Pointer):
-            target = typ._type_
-            if isinstance(arg, ctypes.Array) and arg._type_ is target:
-                continue
-            if isinstance(arg, _BYREF):
-                continue  # byref(x): the caller passes an object of the pointed-to type
-        return False
-    return True
+    """Whether *args* fit *name*'s C signature for a lean call (see :meth:`acl_bindings.Lib.conforms`)."""
+    return bool(lib.conforms(name, args))
 
 
 #: Calls that only read and write host-side metadata keep the GIL (no release/re-acquire around a
@@ -135,8 +84,8 @@ _RELEASE_GIL = {OP.phase2_name, "aclrtSynchronizeStream"}
 
 
 class _Fns:
-    """Fresh ctypes function objects for the loaded backend's libraries: restype from the table,
-    no ``argtypes`` (see :func:`conforms`) and no ``errcheck`` (the caller checks the status)."""
+    """Lean function objects (:meth:`acl_bindings.Lib.lean`) for the loaded backend: no argtypes and
+    no errcheck (the caller checks the status)."""
 
     aclCreateTensor: Any
     aclDestroyTensor: Any
@@ -150,23 +99,8 @@ class _Fns:
     phase2: Any
 
     def __init__(self) -> None:
-        backend = load_backend()
-        keep_gil: dict[int, ctypes.PyDLL] = {}
-        for name, (role, restype, _argtypes) in _LEAN.items():
-            if role == "opapi":
-                found = backend.find_op_symbol(name)
-                if found is None:
-                    from acl_bindings import MissingSymbolError
-
-                    raise MissingSymbolError(f"{name} is not exported by the loaded operator libraries")
-                dll = found[0]
-            else:
-                dll = backend.handle(role)
-            if name not in _RELEASE_GIL:  # the same loaded library, called without releasing the GIL
-                dll = keep_gil.setdefault(id(dll), ctypes.PyDLL(dll._name, handle=dll._handle))
-            fn = dll[name]  # a new function object: the binding's bound one keeps its errcheck
-            fn.restype = restype
-            setattr(self, name, fn)
+        for name in _NAMES:
+            setattr(self, name, lib.lean(name, release_gil=name in _RELEASE_GIL))
         self.phase1 = getattr(self, OP.phase1_name)
         self.phase2 = getattr(self, OP.phase2_name)
 
@@ -191,25 +125,6 @@ def _null_error(func: str) -> AclError:
 
 def _as_void_p(handle: Any) -> c_void_p:
     return ctypes.cast(handle, c_void_p)
-
-
-# membership in weakref.finalize's registry is what ``finalize.alive`` tests; testing it directly
-# skips a Python-level property call per array per call
-class _Alive:
-    def __contains__(self, fin: Any) -> bool:
-        return bool(fin.alive)
-
-
-_REGISTRY = getattr(weakref.finalize, "_registry", None)
-_LIVE: Any = _REGISTRY if isinstance(_REGISTRY, dict) else _Alive()
-
-# the per-thread current-context cache that Device.activate() keeps (acl_bindings.runtime):
-# reading it directly saves most of activate()'s cost when nothing changed
-_TLS = _runtime._tls
-_GENERATION = _runtime._generation
-_FORKED = [False]
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,10 +290,8 @@ class PreparedCall:
             self._fns = _lean()
             self._stream = c_void_p(session.stream.handle)
             self._device = session.device
-            self._ctx = session.device.context
             self._lock = session._lock
             self._go, self._gi = grad_output, out
-            self._go_fin, self._gi_fin = grad_output.buffer._fin, out.buffer._fin
             self._go_args, self._gi_args = _TensorArgs(grad_output), _TensorArgs(out)
             self._osz = _c_array(self.output_size)
             self._isz = _c_array(self.input_size)
@@ -488,9 +401,9 @@ class PreparedCall:
                 self._rebind(grad_output, True)
             if out is not None and out is not self._gi:
                 self._rebind(out, False)
-            if not (self._go_fin in _LIVE and self._gi_fin in _LIVE):
+            if self._go.buffer.closed or self._gi.buffer.closed:
                 self._check_arrays_open()
-            if _FORKED[0] or getattr(_TLS, "current", None) != (_GENERATION[0], self._ctx):
+            if not self._device.is_current():
                 self._device.activate()
             self._run()
             self.calls += 1
@@ -501,8 +414,6 @@ class PreparedCall:
     def _check_arrays_open(self) -> None:
         self._go._check_open()
         self._gi._check_open()
-        # open after all: a refused release re-registered its finalizer
-        self._go_fin, self._gi_fin = self._go.buffer._fin, self._gi.buffer._fin
 
     def _rebind(self, arr: DeviceArray, is_input: bool) -> None:
         """Use *arr* from now on: same layout as before, new address."""
@@ -519,7 +430,7 @@ class PreparedCall:
         ptr = arr.buffer.ptr
         args = self._go_args if is_input else self._gi_args
         if self.plan and ptr != args.address.value:
-            if _FORKED[0] or getattr(_TLS, "current", None) != (_GENERATION[0], self._ctx):
+            if not self._device.is_current():
                 self._device.activate()
             f = self._fns
             if is_input:
@@ -534,9 +445,9 @@ class PreparedCall:
                 self._tensors[1].address = ptr
         args.set_address(ptr)
         if is_input:
-            self._go, self._go_fin = arr, arr.buffer._fin
+            self._go = arr
         else:
-            self._gi, self._gi_fin = arr, arr.buffer._fin
+            self._gi = arr
 
     def _explain_rebind(self, arr: Any, is_input: bool, old: DeviceArray, other: DeviceArray) -> None:
         """Raise the error that says why *arr* cannot replace *old*."""

@@ -22,7 +22,7 @@ import pytest
 from acl_bindings import AclError, AclnnInnerError, AclParamError, ClosedError, sim
 from upsample3d_grad import Session, checks, reference
 from upsample3d_grad._api import OP
-from upsample3d_grad.fastpath import _LEAN, PreparedCall, cached_check_params, conforms
+from upsample3d_grad.fastpath import _NAMES, PreparedCall, cached_check_params, conforms
 
 P1, P2 = OP.phase1_name, OP.phase2_name
 MODES = pytest.mark.parametrize("plan", [True, False], ids=["plan", "oneshot"])
@@ -308,7 +308,7 @@ def test_closed_objects(no_leaks: None, plan: bool) -> None:
 
 HANDLE_CONSTRUCTORS = {"aclCreateTensor", "aclCreateIntArray"}
 #: Every C function a prepared call or its preparation may use (the simulator counts calls by name).
-OBSERVED = sorted({*_LEAN, "aclSetAclOpExecutorRepeatable", "aclrtMalloc", "aclrtFree",
+OBSERVED = sorted({*_NAMES, "aclSetAclOpExecutorRepeatable", "aclrtMalloc", "aclrtFree",
                    "aclrtSetCurrentContext", "aclrtSynchronizeStreamWithTimeout"})
 INJECTED = 507899  # a runtime error code (cann-abi.md §3.4); any non-zero status would do
 
