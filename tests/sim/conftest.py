@@ -41,9 +41,17 @@ def session():
 
 @pytest.fixture
 def no_leaks():
-    """Assert that the test leaves the simulator's live-handle counts as it found them."""
+    """Assert that the test leaves the simulator's live-handle counts as it found them.
+
+    The default session (module-level functions) is closed first, so that the counts a test
+    reads start from what it creates itself.
+    """
     import gc
 
+    from upsample3d_grad.api import close_default_session
+
+    close_default_session()
+    gc.collect()
     before = sim.live_handles()
     yield
     gc.collect()
