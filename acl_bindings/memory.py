@@ -37,6 +37,11 @@ def host_span(array: np.ndarray) -> tuple[int, int]:
     return int(array.ctypes.data), int(extent)
 
 
+def _check_nbytes(nbytes: object) -> None:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 < nbytes < _SIZE_LIMIT:
+        raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
+
+
 def _free(ptr: int, device: Device) -> None:
     device.activate()
     lib.aclrtFree(ptr)
@@ -58,8 +63,7 @@ class DeviceBuffer(Resource):
     _what = "device buffer"
 
     def __init__(self, device: Device, nbytes: int, policy: MemMallocPolicy = MemMallocPolicy.HUGE_FIRST) -> None:
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 < nbytes < _SIZE_LIMIT:
-            raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
+        _check_nbytes(nbytes)
         device.activate()
         self.device = device
         self.nbytes = int(nbytes)
@@ -151,8 +155,7 @@ class HostBuffer(Resource):
     _what = "host buffer"
 
     def __init__(self, device: Device, nbytes: int) -> None:
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 < nbytes < _SIZE_LIMIT:
-            raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
+        _check_nbytes(nbytes)
         device.activate()
         self.device = device
         self.nbytes = int(nbytes)

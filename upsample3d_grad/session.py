@@ -326,8 +326,16 @@ class Session:
             if nbytes:
                 raw = (ctypes.c_char * (lead + nbytes)).from_address(addr - lead)
                 buf.upload(np.frombuffer(memoryview(raw), np.uint8))
-            arr = DeviceArray(self, buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides,
-                              lead // item)
+        except BaseException:
+            buf.close()
+            raise
+        return self._adopt(buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides, lead // item)
+
+    def _adopt(self, buf: DeviceBuffer, shape: tuple[int, ...], dtype: Any, layout: str, strides: tuple[int, ...],
+               offset: int) -> DeviceArray:
+        """Wrap *buf* in a DeviceArray the session owns (the buffer is closed if that fails)."""
+        try:
+            arr = DeviceArray(self, buf, shape, dtype, layout, strides, offset)
         except BaseException:
             buf.close()
             raise
@@ -346,15 +354,7 @@ class Session:
             raise checks.AclnnParamError(161002, checks.PHASE1, f"shape {list(shape)}: not a tensor of {dt} "
                                                                 "(negative, or more bytes than 64-bit sizes hold)")
         nbytes = max(nbytes, dt.itemsize)
-        buf = DeviceBuffer(self.device, nbytes)
-        try:
-            arr = DeviceArray(self, buf, shape, dt, layout, _contiguous(shape), 0)
-        except BaseException:
-            buf.close()
-            raise
-        with self._lock:
-            self._arrays.add(arr)
-        return arr
+        return self._adopt(DeviceBuffer(self.device, nbytes), shape, dt, layout, _contiguous(shape), 0)
 
     # ------------------------------------------------------------------ the operator
     def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
