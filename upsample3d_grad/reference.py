@@ -433,6 +433,7 @@ _T_CALL = 3.0e-6  # one numpy call issued from Python
 _T_EL = 0.2e-9  # per element read+written by an elementwise loop
 _T_LOOP = 10e-9  # per inner-loop invocation inside one numpy call
 _T_TAKE = 4e-9  # per slab copied by np.take
+_T_TAKE_EL = 1.5e-9  # per element gathered by a flat np.take
 _T_STRIDED = 1.5e-9  # per element of a column op on the innermost dim (one cache line each)
 _BIG_RUN = 8  # window length from which a run is summed with one reduce call
 _SHORT_RUN = 8  # innermost dim: runs of fewer windows are summed window by window
@@ -550,8 +551,8 @@ class _TableInfo:
         n_in = outer * self.out_size * inner
         passes = len(steps) + (1 if 1 in slot_off else 0)
         slide_calls = passes + (1 if 0 in slot_off else 0) + 1
-        t_slide = slide_calls * _T_CALL + passes * (n_in * _T_EL + outer * _T_LOOP)
-        t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + _T_TAKE)
+        t_slide = slide_calls * _T_CALL + passes * n_in * _T_EL  # flat sums: one loop each
+        t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + (_T_TAKE if inner > 1 else _T_TAKE_EL))
         if _FORCE_METHOD == "slide" or (_FORCE_METHOD is None and t_slide < t_runs):
             return "slide", t_slide, slide_calls
         return "runs", t_runs, calls
@@ -634,9 +635,10 @@ def _lo_tables(
 class _AxisOp:
     """One reduce pass along ``axis`` with a fixed summation method."""
 
-    __slots__ = ("axis", "info", "method", "split")
+    __slots__ = ("axis", "info", "method", "split", "rows")
 
     def __init__(self, axis: int, info: _TableInfo, method: str, split: bool) -> None:
+        self.rows: dict[tuple[int, int], np.ndarray] = {}
         self.axis = axis
         self.info = info
         self.method = method
@@ -687,6 +689,9 @@ class _AxisOp:
 
     def _slide(self, x: np.ndarray, out: np.ndarray) -> None:
         """Sliding sums of every window length into slots of one buffer, then one gather."""
+        if x.flags.c_contiguous and x.size:
+            self._slide_flat(x, out)
+            return
         info = self.info
         axis = self.axis
         size = info.out_size
@@ -712,6 +717,58 @@ class _AxisOp:
                 dtype=np.float32,
             )
         np.take(buf, info.take_idx(), axis=axis, out=out, mode="clip")
+
+
+    def _rows(self, outer: int, size: int) -> np.ndarray:
+        """Row of the flat slide buffer holding every (outer, window) sum, cached per chunk shape."""
+        key = (outer, size)
+        rows = self.rows.get(key)
+        if rows is None:
+            info = self.info
+            lengths, _, _ = info.slide_info()
+            slots = [v for v in lengths if v > 0]
+            slot = {v: k for k, v in enumerate(slots)}
+            lens = np.diff(info.lo)
+            zero_row = len(slots) * outer * size
+            sl = np.array([slot.get(int(v), 0) for v in lens], dtype=np.int64)
+            base = np.where(lens == 0, zero_row, sl * (outer * size) + info.lo[:-1])
+            step = np.where(lens == 0, 0, size)
+            rows = (base[None, :] + np.arange(outer, dtype=np.int64)[:, None] * step[None, :]).ravel()
+            rows.setflags(write=False)
+            if len(self.rows) > 8:
+                self.rows.clear()
+            self.rows[key] = rows
+        return rows
+
+    def _slide_flat(self, x: np.ndarray, out: np.ndarray) -> None:
+        """:meth:`_slide` on a C-contiguous input: the sliding sums run over the flat array
+        (one long loop each; sums that straddle rows are computed but never gathered), then
+        one ``np.take`` of whole rows."""
+        axis = self.axis
+        size = x.shape[axis]
+        inner = math.prod(x.shape[axis + 1 :])
+        outer = math.prod(x.shape[:axis])
+        n = outer * size * inner
+        lengths, _, steps = self.info.slide_info()
+        slots = [v for v in lengths if v > 0]
+        slot = {v: k for k, v in enumerate(slots)}
+        buf = np.empty(len(slots) * n + inner, dtype=np.float32)
+        buf[len(slots) * n :] = 0  # the zero row of empty windows
+        flat = x.reshape(-1)
+        if 1 in slot:
+            np.copyto(buf[slot[1] * n : slot[1] * n + n], flat, casting="unsafe")
+        sums: dict[int, np.ndarray] = {1: flat}
+        for w, left in steps:
+            m = n - (w - 1) * inner
+            dst = buf[slot[w] * n : slot[w] * n + m] if w in slot else np.empty(m, dtype=np.float32)
+            sums[w] = np.add(sums[left][:m], sums[w - left][left * inner : left * inner + m], out=dst,
+                             dtype=np.float32)
+        rows = self._rows(outer, size)
+        table = buf.reshape(-1, inner)
+        if out.flags.c_contiguous:
+            np.take(table, rows, axis=0, out=out.reshape(-1, inner))
+        else:
+            np.copyto(out, np.take(table, rows, axis=0).reshape(out.shape))
 
 
 def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray) -> None:
