@@ -323,6 +323,22 @@ def test_backward_with_scales_matches_slow_oracle(convention: str) -> None:
         np.testing.assert_array_equal(got, want.astype(np.float32), err_msg=f"{isz} {osz} {scales}")
 
 
+@pytest.mark.parametrize("method", ["runs", "slide"])
+def test_forced_methods_with_empty_and_single_windows(method: str) -> None:
+    """Tables mixing empty, one-element and longer windows (a user scale above O / I cuts the tail) through
+    both summation methods, on contiguous inputs (flat sliding sums) and strided ones."""
+    rng = np.random.default_rng(21)
+    isz, osz, scales = (1, 2, 5, 6, 7), (9, 7, 10), (2.5, 1.5, 2.0)
+    assert 0 in np.diff(R.window_starts(5, 9, 2.5)) and 1 in np.diff(R.window_starts(6, 7, 1.5))
+    with engine(method):
+        for convention in CONVENTIONS:
+            g = int_data(rng, (1, 2, *osz), np.float32)
+            want = slow_backward(g, osz, isz, scales, convention).astype(np.float32)
+            for gl in (g, strided_view(rng, g)):
+                got = R.upsample_nearest_exact3d_backward(gl, osz, isz, *scales, convention=convention)
+                np.testing.assert_array_equal(got, want, err_msg=f"{method} {convention}")
+
+
 def test_inconsistent_user_scales_drop_or_clamp() -> None:
     """A scale below O/I leaves trailing gradOut outside every CANN window; torch_cpu clamps them to I-1."""
     isz, osz = (1, 1, 4, 1, 1), (10, 1, 1)
