@@ -423,6 +423,18 @@ def repeat_identical(session: Session, case: SmokeCase) -> bool | None:
 
 # --------------------------------------------------------------------------- environment and reports
 
+#: SoC name prefix -> (supported, note), most specific prefix first (cann-abi.md §5: ops-cv README and docs).
+_SOC_SUPPORT: tuple[tuple[str, bool, str], ...] = (
+    ("Ascend910B", True, "supported: Atlas A2 series (Ascend910B)"),
+    ("Ascend910_93", True, "supported: Atlas A3 series (Ascend910_93)"),
+    ("Ascend950", True, "supported: Ascend950"),
+    ("Ascend310P", False, "not supported: Atlas 310P (the operator has no kernel for it)"),
+    ("Ascend310B", False, "not supported: Atlas 310B (the operator has no kernel for it)"),
+    ("Ascend310", False, "not supported: Ascend310 (the operator has no kernel for it)"),
+    ("Ascend910", False, "not supported: Ascend910 training series (the operator has no kernel for it)"),
+)
+
+
 def soc_support(soc: str, is_simulator: bool = False) -> tuple[bool | None, str]:
     """Whether the operator supports this SoC (cann-abi.md §5: Atlas A2/A3 and Ascend950 only).
 
@@ -434,20 +446,9 @@ def soc_support(soc: str, is_simulator: bool = False) -> tuple[bool | None, str]
     if is_simulator:
         return True, "supported (simulated): the CPU simulator follows the Atlas A2/A3 kernel law"
     name = soc.strip()
-    if name.startswith("Ascend910B"):
-        return True, "supported: Atlas A2 series (Ascend910B)"
-    if name.startswith("Ascend910_93"):
-        return True, "supported: Atlas A3 series (Ascend910_93)"
-    if name.startswith("Ascend950"):
-        return True, "supported: Ascend950"
-    if name.startswith("Ascend310P"):
-        return False, "not supported: Atlas 310P (the operator has no kernel for it)"
-    if name.startswith("Ascend310B"):
-        return False, "not supported: Atlas 310B (the operator has no kernel for it)"
-    if name.startswith("Ascend310"):
-        return False, "not supported: Ascend310 (the operator has no kernel for it)"
-    if name.startswith("Ascend910"):
-        return False, "not supported: Ascend910 training series (the operator has no kernel for it)"
+    for prefix, supported, note in _SOC_SUPPORT:
+        if name.startswith(prefix):
+            return supported, note
     return None, f"unknown SoC {name!r}: the operator is documented for Atlas A2/A3 and Ascend950 only"
 
 
