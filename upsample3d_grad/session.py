@@ -401,9 +401,9 @@ class Session:
                 gi_spec = out.spec()
             else:
                 gi_spec = checks.spec_of(out, layout, "gradInput")
-            scales = cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w,
-                                         gi_spec, strict=strict)
-            del scales  # CANN receives the user's values; it applies the all-or-nothing rule itself
+            # raises with CANN's code; CANN itself receives the user's scales (and applies the all-or-none rule)
+            cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w, gi_spec,
+                                strict=strict)
             sd, sh, sw = checks.normalize_scales(scales_d, scales_h, scales_w)
             owned: list[DeviceArray] = []
             result: ArrayLike
