@@ -325,6 +325,16 @@ def _spec_tensor(spec: checks.TensorSpec | None, buf: DeviceBuffer) -> Tensor | 
                   format=Format(spec.format))
 
 
+_MAX_CASE_BYTES = 64 << 20
+
+
+def _buffer_bytes(spec: checks.TensorSpec | None) -> int:
+    """Bytes for a bad case's tensor: its whole extent at 16 bytes per element (the widest dtype), capped."""
+    if spec is None:
+        return 64
+    return max(64, min(_MAX_CASE_BYTES, math.prod(max(d, 0) for d in spec.shape) * 16))
+
+
 def _dtype_label(spec: checks.TensorSpec | None) -> str:
     if spec is None:
         return ""
@@ -365,15 +375,18 @@ def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[
         return entry
     t0 = time.perf_counter()
     try:
-        with DeviceBuffer(session.device, 4096) as buf:
-            go_t = _spec_tensor(case.grad_out, buf)
-            gi_t = _spec_tensor(case.grad_in, buf)
+        # separate buffers, each as large as its tensor (up to a cap), so that neither an overlap nor an
+        # address range check of the library can stand in for the check the case is about
+        with DeviceBuffer(session.device, _buffer_bytes(case.grad_out)) as go_buf, \
+                DeviceBuffer(session.device, _buffer_bytes(case.grad_in)) as gi_buf:
+            go_t = _spec_tensor(case.grad_out, go_buf)
+            gi_t = _spec_tensor(case.grad_in, gi_buf)
             out_a = IntArray(case.output_size) if case.output_size is not None else None
             in_a = IntArray(case.input_size) if case.input_size is not None else None
             try:
                 size, executor = aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
                     go_t, out_a, in_a, *case.scales, gi_t)
-                executor.close()  # never run: its tensors describe a 4 KiB buffer
+                executor.close()  # never run
                 entry["got_code"] = 0
                 entry["workspace_size"] = int(size)
             except AclError as exc:
