@@ -6,7 +6,8 @@ from enum import IntEnum
 
 import numpy as np
 
-__all__ = ["DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "dtype_to_acl", "acl_to_dtype"]
+__all__ = ["enum_name", "DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "dtype_to_acl",
+           "acl_to_dtype"]
 
 
 class DataType(IntEnum):
@@ -67,6 +68,14 @@ class MemAttr(IntEnum):
 
     DDR_MEM = 0
     HBM_MEM = 1
+
+
+def enum_name(enum: type[IntEnum], value: int) -> str:
+    """The member name of *value* in *enum*, or the number itself when it names no member."""
+    try:
+        return enum(value).name
+    except ValueError:
+        return str(value)
 
 
 def _bfloat16() -> np.dtype | None:

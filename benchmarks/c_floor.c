@@ -95,6 +95,16 @@ static const int64_t GI_STRIDES[5] = {1, 1, 1, 1, 1};
 static const int64_t OUT_SIZE[3] = {2, 2, 2};
 static const int64_t IN_SIZE[5] = {1, 1, 1, 1, 1};
 
+/* The four handles of one call (the same C calls as the one-shot and plan sequences make). */
+static void create_args(void *go, void *gi, aclTensor **t_go, aclTensor **t_gi, aclIntArray **a_out,
+                        aclIntArray **a_in) {
+    *t_go = aclCreateTensor(GO_DIMS, 5, DT_FLOAT, GO_STRIDES, 0, FMT_NCDHW, GO_DIMS, 5, go);
+    *t_gi = aclCreateTensor(GI_DIMS, 5, DT_FLOAT, GI_STRIDES, 0, FMT_NCDHW, GI_DIMS, 5, gi);
+    *a_out = aclCreateIntArray(OUT_SIZE, 3);
+    *a_in = aclCreateIntArray(IN_SIZE, 5);
+    if (!*t_go || !*t_gi || !*a_out || !*a_in) die("aclCreateTensor/aclCreateIntArray", 0);
+}
+
 static void expect_sum(void *gi, float want, const char *seq) {
     float got = 0.0f;
     CHECK(aclrtMemcpy(&got, sizeof got, gi, sizeof got, MEMCPY_D2H));
@@ -130,11 +140,9 @@ int main(int argc, char **argv) {
     /* ---- one-shot: everything per call */
     double t0 = now_us();
     for (long i = 0; i < iters; i++) {
-        aclTensor *t_go = aclCreateTensor(GO_DIMS, 5, DT_FLOAT, GO_STRIDES, 0, FMT_NCDHW, GO_DIMS, 5, go[0]);
-        aclTensor *t_gi = aclCreateTensor(GI_DIMS, 5, DT_FLOAT, GI_STRIDES, 0, FMT_NCDHW, GI_DIMS, 5, gi[0]);
-        aclIntArray *a_out = aclCreateIntArray(OUT_SIZE, 3);
-        aclIntArray *a_in = aclCreateIntArray(IN_SIZE, 5);
-        if (!t_go || !t_gi || !a_out || !a_in) die("aclCreateTensor/aclCreateIntArray", 0);
+        aclTensor *t_go, *t_gi;
+        aclIntArray *a_out, *a_in;
+        create_args(go[0], gi[0], &t_go, &t_gi, &a_out, &a_in);
         uint64_t need = 0;
         aclOpExecutor *ex = NULL;
         CHECK(aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(t_go, a_out, a_in, 0.0, 0.0, 0.0, t_gi, &need,
@@ -151,11 +159,9 @@ int main(int argc, char **argv) {
     expect_sum(gi[0], 36.0f, "oneshot");
 
     /* ---- plans: phase 1 once, repeatable executor */
-    aclTensor *t_go = aclCreateTensor(GO_DIMS, 5, DT_FLOAT, GO_STRIDES, 0, FMT_NCDHW, GO_DIMS, 5, go[0]);
-    aclTensor *t_gi = aclCreateTensor(GI_DIMS, 5, DT_FLOAT, GI_STRIDES, 0, FMT_NCDHW, GI_DIMS, 5, gi[0]);
-    aclIntArray *a_out = aclCreateIntArray(OUT_SIZE, 3);
-    aclIntArray *a_in = aclCreateIntArray(IN_SIZE, 5);
-    if (!t_go || !t_gi || !a_out || !a_in) die("aclCreateTensor/aclCreateIntArray", 0);
+    aclTensor *t_go, *t_gi;
+    aclIntArray *a_out, *a_in;
+    create_args(go[0], gi[0], &t_go, &t_gi, &a_out, &a_in);
     uint64_t need = 0;
     aclOpExecutor *ex = NULL;
     CHECK(aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(t_go, a_out, a_in, 0.0, 0.0, 0.0, t_gi, &need, &ex));

@@ -33,6 +33,7 @@ from typing import Any, Optional
 import numpy as np
 
 from acl_bindings import AclnnParamError, DataType, Format
+from acl_bindings.enums import enum_name
 
 __all__ = [
     "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
@@ -161,10 +162,10 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
     scales = normalize_scales(scales_d, scales_h, scales_w)
     # 2. dtypes
     if grad_out.dtype not in SUPPORTED:
-        raise _fail("gradOut", f"dtype must be FLOAT, FLOAT16 or BF16, got {_dtype_name(grad_out.dtype)}")
+        raise _fail("gradOut", f"dtype must be FLOAT, FLOAT16 or BF16, got {enum_name(DataType, grad_out.dtype)}")
     if grad_in.dtype != grad_out.dtype:
-        raise _fail("gradInput", f"dtype must equal gradOut's ({_dtype_name(grad_out.dtype)}), "
-                                 f"got {_dtype_name(grad_in.dtype)}")
+        raise _fail("gradInput", f"dtype must equal gradOut's ({enum_name(DataType, grad_out.dtype)}), "
+                                 f"got {enum_name(DataType, grad_in.dtype)}")
     # 3. ranks and lengths
     if len(grad_out.shape) != 5:
         raise _fail("gradOut", f"expected a 5-D tensor, got {len(grad_out.shape)} dims {list(grad_out.shape)}")
@@ -241,13 +242,6 @@ def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: lis
                 raise _fail("outputSize", f"must equal floor(inputSize*scale) when scales are given: "
                                           f"{'DHW'[k]}: floor({in_sz[2 + k]}*{scales[k]!r}) = {want}, "
                                           f"got {out_sz[k]} (strict=False lets CANN decide)")
-
-
-def _dtype_name(code: int) -> str:
-    try:
-        return DataType(code).name
-    except ValueError:
-        return str(code)
 
 
 def _layout_name(fmt: int) -> str:

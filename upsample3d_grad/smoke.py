@@ -55,6 +55,7 @@ from acl_bindings import (
     contiguous_strides,
     load_backend,
 )
+from acl_bindings.enums import enum_name
 
 from . import checks, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
@@ -335,24 +336,6 @@ def _buffer_bytes(spec: checks.TensorSpec | None) -> int:
     return max(64, min(_MAX_CASE_BYTES, math.prod(max(d, 0) for d in spec.shape) * 16))
 
 
-def _dtype_label(spec: checks.TensorSpec | None) -> str:
-    if spec is None:
-        return ""
-    try:
-        return DataType(spec.dtype).name
-    except ValueError:
-        return str(spec.dtype)
-
-
-def _format_label(spec: checks.TensorSpec | None) -> str:
-    if spec is None:
-        return ""
-    try:
-        return Format(spec.format).name
-    except ValueError:
-        return str(spec.format)
-
-
 def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[str, Any]:
     """Run a bad-input case through the faithful phase 1 (no host checks); expect its code.
 
@@ -361,8 +344,8 @@ def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[
     """
     entry = _base_entry(session.device.id, "bad_input", f"bad: {case.label}")
     go = case.grad_out
-    fmt = _format_label(go)
-    entry.update(dtype=_dtype_label(go), layout=fmt, shape=list(go.shape) if go else [],
+    fmt = enum_name(Format, go.format) if go else ""
+    entry.update(dtype=enum_name(DataType, go.dtype) if go else "", layout=fmt, shape=list(go.shape) if go else [],
                  result_shape=list(case.grad_in.shape) if case.grad_in else [],
                  output_size=list(case.output_size) if case.output_size is not None else None,
                  input_size=list(case.input_size) if case.input_size is not None else None,

@@ -1470,6 +1470,23 @@ static const char *kind_name(int kind) {
     }
 }
 
+/* The host side of a copy (lock held): it must not be device memory, and a pinned host buffer must
+   hold the whole range.  Stores the pinned buffer's base (or 0) in *ref. */
+static int check_host_side(const char *func, const char *role, const void *p, size_t count, int kind,
+                           uintptr_t *ref) {
+    if (at_containing(&g_dmem, (uintptr_t)p))
+        return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: %s %p is device memory but the kind is %s (host %s)",
+                            func, role, p, kind_name(kind), role);
+    alloc_t *h = at_containing(&g_hmem, (uintptr_t)p);
+    if (h) {
+        if (count > h->size - ((uintptr_t)p - h->base))
+            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: %s range runs past the end of pinned host buffer %p",
+                                func, role, (void *)h->base);
+        *ref = h->base;
+    }
+    return 0;
+}
+
 /* Validate a copy (lock held).  On success the bases of tracked buffers are stored in refs[0..1]. */
 static int check_copy(const char *func, void *dst, size_t destMax, const void *src, size_t count, int kind,
                       uintptr_t refs[2], int *src_pinned) {
@@ -1498,39 +1515,17 @@ static int check_copy(const char *func, void *dst, size_t destMax, const void *s
                                 func, destMax, why);
         refs[0] = a->base;
     } else {
-        alloc_t *d = at_containing(&g_dmem, (uintptr_t)dst);
-        if (d)
-            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                                "%s: destination %p is device memory but the kind is %s (host destination)", func, dst,
-                                kind_name(kind));
-        alloc_t *h = at_containing(&g_hmem, (uintptr_t)dst);
-        if (h) {
-            if (count > h->size - ((uintptr_t)dst - h->base))
-                return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                                    "%s: destination range runs past the end of pinned host buffer %p", func,
-                                    (void *)h->base);
-            refs[0] = h->base;
-        }
+        int rc = check_host_side(func, "destination", dst, count, kind, &refs[0]);
+        if (rc) return rc;
     }
     if (src_dev) {
         if (!device_range(src, count, &a, why, sizeof why))
             return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: source of %s: %s", func, kind_name(kind), why);
         refs[1] = a->base;
     } else {
-        alloc_t *d = at_containing(&g_dmem, (uintptr_t)src);
-        if (d)
-            return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                                "%s: source %p is device memory but the kind is %s (host source)", func, src,
-                                kind_name(kind));
-        alloc_t *h = at_containing(&g_hmem, (uintptr_t)src);
-        if (h) {
-            if (count > h->size - ((uintptr_t)src - h->base))
-                return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                                    "%s: source range runs past the end of pinned host buffer %p", func,
-                                    (void *)h->base);
-            refs[1] = h->base;
-            *src_pinned = 1;
-        }
+        int rc = check_host_side(func, "source", src, count, kind, &refs[1]);
+        if (rc) return rc;
+        *src_pinned = refs[1] != 0;
     }
     return 0;
 }
