@@ -428,7 +428,8 @@ def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[
     With *tiny*, the shapes are not the issue's, so only the host-overhead targets (measured on
     the issue's own tiny tensor) get a verdict.
     """
-    st = {v.key: {m: _stats(t) for m, t in v.times.items()} for v in variants}
+    st: dict[str, dict[str, dict[str, float]]] = {k: {} for k in ("b", "c", "d", "e", "f", "b-float16", "b-bfloat16")}
+    st.update({v.key: {m: _stats(t) for m, t in v.times.items()} for v in variants})
     ovs = {m: _stats(t) for m, t in ov.times.items()}
     targets: list[dict[str, Any]] = []
 
@@ -539,6 +540,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="ACL_BINDINGS_BACKEND for the device measurements (default sim)")
     parser.add_argument("--no-torch", action="store_true", help="skip torch even when installed")
     parser.add_argument("--no-device", action="store_true", help="skip the simulator/device measurements")
+    parser.add_argument("--only", default=None, metavar="KEYS",
+                        help="comma-separated variant keys to run (e.g. b,d,f,b-float16); default all")
+    parser.add_argument("--no-overhead", action="store_true", help="skip the host-overhead measurements")
     args = parser.parse_args(argv)
     repeats = args.repeat if args.repeat is not None else (2 if args.tiny else 5)
     if repeats < 1:
@@ -559,12 +563,18 @@ def main(argv: Optional[list[str]] = None) -> int:
             backend_note = f"no session: {type(exc).__name__}: {exc}"
             session = None
     variants = build_variants(TINY_CASES if args.tiny else CASES, args.tiny)
+    if args.only:
+        keys = [k.strip() for k in args.only.split(",") if k.strip()]
+        unknown = sorted(set(keys) - {v.key for v in variants})
+        if unknown:
+            parser.error(f"--only: unknown variant keys {unknown}; known: {[v.key for v in variants]}")
+        variants = [v for v in variants if v.key in keys]
     setup_reference(variants, torch, session)
     batch = 200 if args.tiny else 5000
     with tempfile.TemporaryDirectory() as tmp:
-        c_floor, c_note = (build_c_floor(Path(tmp), 2000 if args.tiny else 50000) if session is not None
-                           else (None, "no session"))
-        ov = setup_overhead(batch, torch, session, c_floor, c_note)
+        c_floor, c_note = (build_c_floor(Path(tmp), 2000 if args.tiny else 50000)
+                           if session is not None and not args.no_overhead else (None, "not measured"))
+        ov = (Overhead(batch) if args.no_overhead else setup_overhead(batch, torch, session, c_floor, c_note))
         measure(variants, ov, repeats)
     if session is not None:
         for extra in ov.sessions:

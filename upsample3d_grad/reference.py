@@ -24,12 +24,17 @@ rounded once to the result dtype (float16 / bfloat16 included).
 
 The engine is separable (one pass per reduced dim) and picks, per dim, an
 identity copy, a pure scatter (every window holds at most one element), runs
-of equal-length windows summed as strided slices, or sliding-window sums
-followed by a gather.  Work is split into cache-sized chunks.  Only the window
+of equal-length windows summed as strided slices, sliding-window sums
+followed by a gather, or (innermost dim, float32) a BLAS matmul with a 0/1
+window matrix.  Work is split into cache-sized chunks, along (N, C) or, when
+the D windows are irregular, along blocks of D windows.  Only the window
 indices are exact; float32 summation order may differ between paths by a few
 ulps.  Plans (tables, pass order, chunks) are cached per call shape, so
 repeated calls with the same sizes and scales skip the planning.  Non-finite
-gradOut values only reach their own window (no matmul with 0/1 weights).
+gradOut values only reach their own window: a matmul result that is not all
+finite (``0 * inf`` is nan) is recomputed by an additive method.  The matmul
+runs on as many threads as the BLAS library is set to use
+(``OPENBLAS_NUM_THREADS``); everything else runs on the calling thread.
 float16 input is bounded by numpy's (scalar) float16 -> float32 cast.
 """
 
@@ -433,14 +438,26 @@ _T_CALL = 3.0e-6  # one numpy call issued from Python
 _T_EL = 0.2e-9  # per element read+written by an elementwise loop
 _T_LOOP = 10e-9  # per inner-loop invocation inside one numpy call
 _T_TAKE = 4e-9  # per slab copied by np.take
-_T_TAKE_EL = 1.5e-9  # per element gathered by a flat np.take
+_T_TAKE_EL = 2.5e-9  # per element gathered by a flat np.take (scattered reads)
 _T_STRIDED = 1.5e-9  # per element of a column op on the innermost dim (one cache line each)
 _BIG_RUN = 8  # window length from which a run is summed with one reduce call
 _SHORT_RUN = 8  # innermost dim: runs of fewer windows are summed window by window
 _CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
 _OVERHEAD_SHARE = 0.2  # at most this share of the estimated time for per-chunk Python overhead
-_FORCE_METHOD: str | None = None  # tests: force "runs" or "slide" for every reduce pass
+_FLOPS = 80e9  # float32 multiply-adds per second of a BLAS matmul, counted as 2 flops each
+_FORCE_METHOD: str | None = None  # tests: force "runs", "slide" or "matmul" (innermost dim) for every reduce pass
 _FORCE_CHUNKS: int | None = None  # tests: force the chunk count
+_D_MAJOR_CALLS = 4  # D passes of more numpy calls than this (irregular windows) are chunked D-major
+
+
+def _as_rows(a: np.ndarray) -> np.ndarray | None:
+    """``a`` as a 2-D view ``(-1, last dim)`` without copying, or None when strides forbid it."""
+    v = a.view()
+    try:
+        v.shape = (-1, a.shape[-1])
+    except (AttributeError, ValueError):
+        return None
+    return v
 
 
 def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
@@ -470,10 +487,13 @@ class _TableInfo:
     run of length ``ell`` covers ``[a + j*ell, a + (j+1)*ell)``, so a run is a
     sum of ``ell`` strided slices (method "runs").  Method "slide" stores, for
     every distinct window length, the sliding sums of that width in one slot of
-    a buffer and gathers every window with a single ``np.take``.
+    a buffer and gathers every window with a single ``np.take``.  Method
+    "matmul" (innermost dim) multiplies rows by a 0/1 window matrix; a product
+    ``0 * inf`` would spread a non-finite value to other windows, so a result
+    that is not all finite is recomputed with an additive method.
     """
 
-    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_ns", "_split_calls", "_slide", "_take")
+    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_ns", "_split_calls", "_slide", "_take", "_weights")
 
     def __init__(self, lo: np.ndarray) -> None:
         self.lo = lo
@@ -498,6 +518,7 @@ class _TableInfo:
         self._split_calls = int(np.dot(run_n[split], ell[split] - 1))
         self._slide: tuple[list[int], dict[int, int], list[tuple[int, int]]] | None = None
         self._take: np.ndarray | None = None
+        self._weights: np.ndarray | None = None
 
     def slide_info(self) -> tuple[list[int], dict[int, int], list[tuple[int, int]]]:
         """Distinct window lengths, their slot offsets, and the sliding-sum build steps."""
@@ -535,8 +556,21 @@ class _TableInfo:
             self._take = base + np.where(lens == 0, 0, self.lo[:-1])
         return self._take
 
-    def cost(self, outer: int, inner: int) -> tuple[str, float, int]:
-        """Cheaper method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls)."""
+    def weights(self) -> np.ndarray:
+        """0/1 matrix (gradOut positions ``lo[0]..lo[-1]``, windows) for method "matmul", cached."""
+        if self._weights is None:
+            lo = self.lo
+            span = np.arange(int(lo[0]), int(lo[-1]))
+            w = ((span[:, None] >= lo[None, :-1]) & (span[:, None] < lo[None, 1:])).astype(np.float32)
+            w.setflags(write=False)
+            self._weights = w
+        return self._weights
+
+    def cost(self, outer: int, inner: int, matmul: bool = True) -> tuple[str, float, int]:
+        """Cheapest method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls).
+
+        "matmul" (innermost dim only, *matmul* true) multiplies by :meth:`weights`; it is chosen
+        when its flops are cheaper than the additive methods, which stay the exact fallback."""
         if inner > 1:
             calls = self.run_calls
             t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP) + calls * _T_CALL
@@ -545,17 +579,28 @@ class _TableInfo:
             calls = ns_calls + self._split_calls
             t_runs = outer * (n_adds * _T_EL + n_loops * _T_LOOP) + calls * _T_CALL
             t_runs += self._split_calls * outer * _T_STRIDED
-        if _FORCE_METHOD is None and calls <= 4:
-            return "runs", t_runs, calls
-        _, slot_off, steps = self.slide_info()
-        n_in = outer * self.out_size * inner
-        passes = len(steps) + (1 if 1 in slot_off else 0)
-        slide_calls = passes + (1 if 0 in slot_off else 0) + 1
-        t_slide = slide_calls * _T_CALL + passes * n_in * _T_EL  # flat sums: one loop each
-        t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + (_T_TAKE if inner > 1 else _T_TAKE_EL))
-        if _FORCE_METHOD == "slide" or (_FORCE_METHOD is None and t_slide < t_runs):
-            return "slide", t_slide, slide_calls
-        return "runs", t_runs, calls
+        best = ("runs", t_runs, calls)
+        forced = _FORCE_METHOD if _FORCE_METHOD != "matmul" or (matmul and inner == 1) else None
+        if forced is None and calls <= 4:
+            return best
+        if forced in (None, "slide"):
+            _, slot_off, steps = self.slide_info()
+            n_in = outer * self.out_size * inner
+            passes = len(steps) + (1 if 1 in slot_off else 0)
+            slide_calls = passes + (1 if 0 in slot_off else 0) + 1
+            t_slide = slide_calls * _T_CALL + passes * n_in * _T_EL  # flat sums: one loop each
+            t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + (_T_TAKE if inner > 1 else _T_TAKE_EL))
+            if forced == "slide" or t_slide < best[1]:
+                best = ("slide", t_slide, slide_calls)
+        if matmul and inner == 1 and forced in (None, "matmul"):
+            n_win = len(self.lo) - 1
+            span = int(self.lo[-1] - self.lo[0])
+            t_mm = 3 * _T_CALL + outer * (2.0 * span * n_win / _FLOPS + n_win * _T_EL)
+            if forced == "matmul" or t_mm < best[1]:
+                best = ("matmul", t_mm, 3)
+        if forced == "runs":
+            return ("runs", t_runs, calls)
+        return best
 
 
 def _classify(lo: np.ndarray, out_size: int) -> str:
@@ -633,22 +678,44 @@ def _lo_tables(
 
 
 class _AxisOp:
-    """One reduce pass along ``axis`` with a fixed summation method."""
+    """One reduce pass along ``axis`` with a fixed summation method (and an additive fallback)."""
 
-    __slots__ = ("axis", "info", "method", "split", "rows")
+    __slots__ = ("axis", "info", "method", "split", "rows", "fallback")
 
-    def __init__(self, axis: int, info: _TableInfo, method: str, split: bool) -> None:
+    def __init__(self, axis: int, info: _TableInfo, method: str, split: bool, fallback: str = "runs") -> None:
         self.rows: dict[tuple[int, int], np.ndarray] = {}
         self.axis = axis
         self.info = info
         self.method = method
         self.split = split  # innermost dim: sum short runs window by window
+        self.fallback = fallback  # additive method behind "matmul"
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
-        if self.method == "runs":
+        method = self.method
+        if method == "matmul":
+            if x.dtype == _F32 and self._matmul(x, out):
+                return
+            method = self.fallback
+        if method == "runs":
             self._runs(x, out)
         else:
             self._slide(x, out)
+
+    def _matmul(self, x: np.ndarray, out: np.ndarray) -> bool:
+        """out = x @ weights along the innermost axis; False (out then undefined) if the result
+        is not all finite, so that the caller sums exactly instead."""
+        lo = self.info.lo
+        drop: tuple[Any, ...] = (Ellipsis,) + (0,) * (x.ndim - 1 - self.axis)  # dims after the axis have size 1
+        src = x[_idx(self.axis, slice(int(lo[0]), int(lo[-1])), x.ndim)][drop]
+        out = out[drop]
+        w = self.info.weights()
+        src2, out2 = _as_rows(src), _as_rows(out)
+        with np.errstate(invalid="ignore", over="ignore"):  # 0 * inf: the check below catches it
+            if src2 is not None and out2 is not None:
+                np.matmul(src2, w, out=out2)
+            else:
+                np.matmul(src, w, out=out)
+        return bool(np.isfinite(out).all())
 
     def _runs(self, x: np.ndarray, out: np.ndarray) -> None:
         """out[.., i, ..] = sum of x over window i, one strided sum per run of equal windows."""
@@ -771,9 +838,10 @@ class _AxisOp:
             np.copyto(out, np.take(table, rows, axis=0).reshape(out.shape))
 
 
-def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray) -> None:
-    """Scatter pass: zero ``out``, then copy the one-element windows of the listed axes."""
-    out.fill(0)
+def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray, zeroed: bool = False) -> None:
+    """Scatter pass: zero ``out`` (unless *zeroed*), then copy the one-element windows of the listed axes."""
+    if not zeroed:
+        out.fill(0)
     dst: list[Any] = [slice(None)] * 5
     src: list[Any] = [slice(None)] * 5
     for axis, d, s in scat:
@@ -800,34 +868,38 @@ class _Plan:
         self.copy_only = all(k == "identity" for k in kinds)
         red = [k for k in range(3) if kinds[k] == "reduce"]
         self.scatter = [k for k in range(3) if kinds[k] == "scatter"]
-        best: tuple[float, tuple[int, ...], list[str], int] | None = None
+        best: tuple[float, tuple[int, ...], list[tuple[str, str]], list[int]] | None = None
         for order in itertools.permutations(red):
-            cost, methods, calls = self._cost(shape, order)
+            cost, methods, per_pass = self._cost(shape, order)
             if best is None or cost < best[0]:
-                best = (cost, order, methods, calls)
+                best = (cost, order, methods, per_pass)
         assert best is not None
-        est, self.order, self.methods, calls = best
+        est, self.order, self.methods, self.pass_calls = best
+        calls = sum(self.pass_calls)
         self.splits = [math.prod(shape[self.axes[k] + 1 :]) == 1 for k in self.order]
         calls += 2 if self.scatter else 0
         self.chunks = self._chunks(shape, layout, est, calls)
 
-    def _cost(self, shape: tuple[int, ...], order: tuple[int, ...]) -> tuple[float, list[str], int]:
+    def _cost(self, shape: tuple[int, ...], order: tuple[int, ...]) -> tuple[float, list[tuple[str, str]], list[int]]:
+        """Estimated seconds, then (method, additive fallback) and numpy calls of each pass, of one pass order."""
         cur = list(shape)
-        total, calls, methods = 0.0, 0, []
+        total, calls, methods = 0.0, [], []
         for k in order:
             ax = self.axes[k]
-            m, t, c = self.dims[k].info.cost(math.prod(cur[:ax]), math.prod(cur[ax + 1 :]))
+            info = self.dims[k].info
+            outer, inner = math.prod(cur[:ax]), math.prod(cur[ax + 1 :])
+            m, t, c = info.cost(outer, inner)
             total += t
-            calls += c
-            methods.append(m)
+            calls.append(c)
+            methods.append((m, info.cost(outer, inner, matmul=False)[0] if m == "matmul" else m))
             cur[ax] = len(self.dims[k].lo) - 1
         return total, methods, calls
 
     def _ops(self, d_info: _TableInfo | None = None) -> list[_AxisOp]:
         ops = []
-        for k, m, split in zip(self.order, self.methods, self.splits):
+        for k, (m, fallback), split in zip(self.order, self.methods, self.splits):
             info = d_info if (k == 0 and d_info is not None) else self.dims[k].info
-            ops.append(_AxisOp(self.axes[k], info, m, split))
+            ops.append(_AxisOp(self.axes[k], info, m, split, fallback))
         return ops
 
     def _scat(self, d_lo: np.ndarray | None = None) -> list[tuple[int, Any, Any]]:
@@ -847,13 +919,30 @@ class _Plan:
             size *= math.prod(len(d.lo) - 1 for d in self.dims)
             est = 2 * size * _T_EL
         want = max(1, size // _CHUNK_ELEMS)
-        budget = max(1, int(_OVERHEAD_SHARE * max(est, size * _T_EL) / ((calls + 3) * _T_CALL)))
-        n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
-        if n_chunks <= 1:
-            return [(everything, everything, self._ops(), self._scat())]
         batch = (0, 1) if layout == "NCDHW" else (0,)
         n_units = math.prod(shape[a] for a in batch)
-        units = max(1, n_units // n_chunks)
+        lo_d = self.dims[0].lo
+        i_d = len(lo_d) - 1
+        share = _OVERHEAD_SHARE * max(est, size * _T_EL) / _T_CALL  # numpy calls the overhead share pays for
+        d_calls = self.pass_calls[self.order.index(0)] if 0 in self.order else 0
+        if d_calls > _D_MAJOR_CALLS and i_d >= 2:
+            # D-major: blocks of D windows over groups of (N, C) units.  A block's D pass only sums
+            # its own windows, so the D pass costs the same calls whatever the block count, and
+            # irregular D windows (one call per window) no longer multiply with the chunk count.
+            budget = max(1, int((share - d_calls) / (calls - d_calls + 3)))
+            n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
+            if n_chunks <= 1:
+                return [(everything, everything, self._ops(), self._scat())]
+            groups = min(n_units, max(1, -(-size // (i_d * _CHUNK_ELEMS))), n_chunks)
+            d_blocks = min(i_d, max(1, n_chunks // groups))
+            units = -(-n_units // groups)
+        else:
+            budget = max(1, int(share / (calls + 3)))
+            n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
+            if n_chunks <= 1:
+                return [(everything, everything, self._ops(), self._scat())]
+            units = max(1, n_units // n_chunks)
+            d_blocks = min(i_d, -(-n_chunks // n_units)) if n_chunks > n_units else 1
         bsl: list[tuple[slice, ...]]
         if layout == "NDHWC":
             bsl = [(slice(a, min(a + units, shape[0])),) for a in range(0, shape[0], units)]
@@ -866,9 +955,6 @@ class _Plan:
         else:
             step = units // shape[1]
             bsl = [(slice(a, min(a + step, shape[0])), slice(None)) for a in range(0, shape[0], step)]
-        lo_d = self.dims[0].lo
-        i_d = len(lo_d) - 1
-        d_blocks = min(i_d, -(-n_chunks // n_units)) if n_chunks > n_units else 1
         d_ax = self.axes[0]
         blocks: list[tuple[slice, slice, list[_AxisOp], list[tuple[int, Any, Any]]]] = []
         if d_blocks == 1:
@@ -898,7 +984,8 @@ def _plan(shape: tuple[int, ...], layout: str, keys: tuple[tuple[int, int, float
     return _Plan(shape, layout, tuple(_dim(*k) for k in keys))  # type: ignore[arg-type]
 
 
-def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray) -> None:
+def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray,
+                    zeroed: bool = False) -> None:
     """One chunk: reduce passes, then the scatter pass (or the final cast)."""
     direct = not scat and res.dtype == _F32
     last = len(ops) - 1
@@ -912,19 +999,19 @@ def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any
         op(x, dst)
         x = dst
     if scat:
-        _expand(x, scat, res)
+        _expand(x, scat, res, zeroed)
     elif x is not res:
         np.copyto(res, x, casting="unsafe")
 
 
-def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray) -> None:
+def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, zeroed: bool = False) -> None:
     if g.size == 0 or res.size == 0:
         return
     if plan.copy_only:  # identity in every dim: one element per window, nothing to add
         np.copyto(res, g, casting="unsafe")
         return
     for gi, ri, ops, scat in plan.chunks:
-        _backward_chunk(g[gi], ops, scat, res[ri])
+        _backward_chunk(g[gi], ops, scat, res[ri], zeroed)
 
 
 def upsample_nearest_exact3d_backward(
@@ -988,8 +1075,12 @@ def upsample_nearest_exact3d_backward(
             f"grad_output shape must be {expect_in} ({layout} from input_size N, C and output_size), got {g.shape}"
         )
     expect_out = _phys(layout, n, c, *isz[2:])
+    plan = _plan(g.shape, layout, _dim_keys(osz, isz, scales, convention))
+    zeroed = out is None and bool(plan.scatter)
     if out is None:
-        res = np.empty(expect_out, dtype=g.dtype)
+        # A scatter leaves gaps of zeros: np.zeros gets them from calloc, which for a large, fresh
+        # block maps zero pages that are never written when no window lands in them.
+        res = np.zeros(expect_out, dtype=g.dtype) if zeroed else np.empty(expect_out, dtype=g.dtype)
     else:
         if not isinstance(out, np.ndarray):
             raise ValueError(f"out must be a numpy.ndarray, got {type(out).__name__}")
@@ -1002,6 +1093,5 @@ def upsample_nearest_exact3d_backward(
         if np.may_share_memory(out, g):
             raise ValueError("out must not overlap grad_output in memory")
         res = out
-    plan = _plan(g.shape, layout, _dim_keys(osz, isz, scales, convention))
-    _run_backward(g, plan, res)
+    _run_backward(g, plan, res, zeroed)
     return res

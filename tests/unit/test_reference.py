@@ -93,15 +93,19 @@ def int_data(rng: np.random.Generator, shape, dtype, lo: int = -8, hi: int = 9) 
 
 
 @contextmanager
-def engine(method: str | None = None, chunks: int | None = None) -> Iterator[None]:
-    """Force a summation method / chunk count in the engine (plans are cached, so clear them)."""
-    old = (R._FORCE_METHOD, R._FORCE_CHUNKS)
+def engine(method: str | None = None, chunks: int | None = None, d_major: bool | None = None) -> Iterator[None]:
+    """Force a summation method / chunk count / chunk order in the engine (plans are cached, so clear them).
+
+    ``d_major``: True chunks D-major whenever D is reduced, False never, None as the engine decides."""
+    old = (R._FORCE_METHOD, R._FORCE_CHUNKS, R._D_MAJOR_CALLS)
     R._FORCE_METHOD, R._FORCE_CHUNKS = method, chunks
+    if d_major is not None:
+        R._D_MAJOR_CALLS = -1 if d_major else 1 << 30
     R._plan.cache_clear()
     try:
         yield
     finally:
-        R._FORCE_METHOD, R._FORCE_CHUNKS = old
+        R._FORCE_METHOD, R._FORCE_CHUNKS, R._D_MAJOR_CALLS = old
         R._plan.cache_clear()
 
 
@@ -283,12 +287,14 @@ def strided_view(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
     return v
 
 
-@pytest.mark.parametrize("method,chunks", [(None, None), ("runs", None), ("slide", None), ("runs", 5), ("slide", 3),
-                                           (None, 11)])
-def test_backward_matches_slow_oracle(method: str | None, chunks: int | None) -> None:
+@pytest.mark.parametrize("method,chunks,d_major", [(None, None, None), ("runs", None, None), ("slide", None, None),
+                                                   ("matmul", None, None), ("runs", 5, None), ("slide", 3, None),
+                                                   ("matmul", 7, True), ("runs", 6, True), (None, 11, None),
+                                                   (None, 9, True), (None, 4, False)])
+def test_backward_matches_slow_oracle(method: str | None, chunks: int | None, d_major: bool | None) -> None:
     """Random shapes, every dtype, both layouts, both conventions, strided inputs; exact integers."""
-    rng = np.random.default_rng(1234 + (chunks or 0) + (0 if method is None else len(method)))
-    with engine(method, chunks):
+    rng = np.random.default_rng(1234 + (chunks or 0) + (0 if method is None else len(method)) + (d_major is True))
+    with engine(method, chunks, d_major):
         for t in range(36):
             isz, osz = random_case(rng)
             dtype = DTYPES[t % 3]
@@ -323,7 +329,7 @@ def test_backward_with_scales_matches_slow_oracle(convention: str) -> None:
         np.testing.assert_array_equal(got, want.astype(np.float32), err_msg=f"{isz} {osz} {scales}")
 
 
-@pytest.mark.parametrize("method", ["runs", "slide"])
+@pytest.mark.parametrize("method", ["runs", "slide", "matmul"])
 def test_forced_methods_with_empty_and_single_windows(method: str) -> None:
     """Tables mixing empty, one-element and longer windows (a user scale above O / I cuts the tail) through
     both summation methods, on contiguous inputs (flat sliding sums) and strided ones."""
@@ -376,13 +382,14 @@ def test_backward_real_valued_float32() -> None:
         assert np.all(np.abs(got - want) <= window * np.finfo(np.float32).eps * bound + 1e-30)
 
 
-@pytest.mark.parametrize("method,chunks", [(None, None), ("runs", 4), ("slide", 6)])
-def test_benchmark_like_shapes(method: str | None, chunks: int | None) -> None:
+@pytest.mark.parametrize("method,chunks,d_major", [(None, None, None), ("runs", 4, None), ("slide", 6, None),
+                                                   ("matmul", 5, True), (None, 8, False)])
+def test_benchmark_like_shapes(method: str | None, chunks: int | None, d_major: bool | None) -> None:
     """Bigger shapes that take the fast paths (factor 2/3, identity, downsampling, coprime)."""
     rng = np.random.default_rng(3)
     cases = [((1, 3, 8, 16, 16), (16, 32, 32)), ((1, 2, 4, 12, 12), (12, 36, 36)), ((1, 2, 16, 16, 16), (16, 16, 16)),
              ((1, 2, 16, 32, 32), (8, 16, 16)), ((1, 2, 17, 33, 41), (40, 100, 100))]
-    with engine(method, chunks):
+    with engine(method, chunks, d_major):
         for isz, osz in cases:
             for layout in LAYOUTS:
                 g = int_data(rng, (isz[0], isz[1], *osz), np.float32)
@@ -416,12 +423,56 @@ def test_nonfinite_values_stay_in_their_window() -> None:
     g = np.ones((1, 1, 4, 4, 4), np.float32)
     g[0, 0, 0, 0, 0] = np.inf
     g[0, 0, 3, 3, 3] = np.nan
-    for method in ("runs", "slide"):
+    for method in ("runs", "slide", "matmul"):
         with engine(method):
             res = R.upsample_nearest_exact3d_backward(g, (4, 4, 4), (1, 1, 2, 2, 2))
         assert res[0, 0, 0, 0, 0] == np.inf and np.isnan(res[0, 0, 1, 1, 1])
         finite = np.isfinite(res)
         assert finite.sum() == 6 and np.all(res[finite] == 8)
+
+
+def test_matmul_pass_falls_back_to_exact_sums() -> None:
+    """The W pass by 0/1 matmul: exact on finite data; a non-finite value (0 * inf = nan would reach
+    every window of its row) or a non-float32 input sends the pass to its additive fallback."""
+    rng = np.random.default_rng(8)
+    lo = R.window_starts(4, 10)
+    info = R._TableInfo(lo)
+    op = R._AxisOp(4, info, "matmul", True, "runs")
+    x = int_data(rng, (1, 2, 3, 3, 10), np.float32)
+    want = np.stack([x[..., lo[i] : lo[i + 1]].sum(axis=-1) for i in range(4)], axis=-1)
+    out = np.empty((1, 2, 3, 3, 4), np.float32)
+    assert op._matmul(x, out) is True
+    np.testing.assert_array_equal(out, want)
+    x[0, 1, 2, 1, 3] = np.inf
+    assert op._matmul(x, out) is False  # the product spread nan beyond the window
+    op(x, out)
+    win = int(np.searchsorted(lo, 3, side="right")) - 1
+    assert out[0, 1, 2, 1, win] == np.inf
+    finite = np.isfinite(out)
+    assert finite.sum() == out.size - 1
+    np.testing.assert_array_equal(out[finite], want[finite])
+    x16 = int_data(rng, (1, 2, 3, 3, 10), np.float16)
+    op(x16, out)  # float16 rows are not multiplied: summed exactly in float32
+    want16 = np.stack([x16.astype(np.float32)[..., lo[i] : lo[i + 1]].sum(axis=-1) for i in range(4)], axis=-1)
+    np.testing.assert_array_equal(out, want16)
+    with engine("matmul"):
+        plan = R._plan((1, 2, 6, 5, 10), "NCDHW", R._dim_keys((6, 5, 10), (1, 2, 3, 3, 4), [None] * 3, "cann"))
+        assert ("matmul", "runs") in plan.methods or ("matmul", "slide") in plan.methods
+
+
+def test_d_major_chunks_cover_every_window_once() -> None:
+    """D-major chunking (irregular D windows) splits D into blocks over groups of (N, C) units."""
+    rng = np.random.default_rng(13)
+    isz, osz = (2, 3, 17, 5, 6), (40, 9, 11)
+    g = int_data(rng, (2, 3, *osz), np.float32)
+    want = slow_sum(g, osz, isz)
+    for chunks in (2, 5, 17, 40):
+        with engine(None, chunks, True):
+            plan = R._plan(g.shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
+            assert len(plan.chunks) > 1
+            assert any(gi[2] != slice(None) for gi, _, _, _ in plan.chunks)  # D is split
+            got = R.upsample_nearest_exact3d_backward(g, osz, isz)
+        np.testing.assert_array_equal(got, want, err_msg=str(chunks))
 
 
 # --------------------------------------------------------------------------- out=
