@@ -20,11 +20,20 @@ and NDHWC), one call per measurement ((a): the mean of a batch):
 * ``torch``: ``torch.ops.aten._upsample_nearest_exact3d_backward`` on CPU with
   ``torch.set_num_threads(1)`` (skipped, and said so, without torch);
 * ``floor``: the memory-bandwidth floor, the time to stream the same bytes: reading
-  gradOut's byte count (``ndarray.max`` over a uint8 buffer of that size) plus writing
-  gradInput's byte count (``ndarray.fill`` of a uint8 buffer of that size), both buffers
-  allocated once;
+  gradOut's bytes (``ndarray.max`` over gradOut's own memory viewed as uint8, so that it
+  meets the caches as the reference does) plus writing gradInput's byte count
+  (``ndarray.fill`` of a uint8 buffer of that size, allocated and faulted in once);
 * ``sim kernel``: the simulator's C kernel on device arrays of a Session, device time from
-  events around phase 2 (``Session.timed_backward``).
+  events around phase 2 (``Session.timed_backward``);
+* ``numpy pass`` (float32 NCDHW cases (b)-(f)): gradOut read once by ``np.add``, in chunks of
+  128 Ki elements, each chunk's two halves added into one reused, cache-resident buffer: the
+  first pass of a chunked numpy reduction with nothing after it.  A numpy reference makes at
+  least this pass, so ``numpy pass / floor`` bounds from below the ``reference / floor``
+  ratio a numpy reference can reach on this machine.
+
+Every method runs on one thread: torch is set to 1 thread, and ``OPENBLAS_NUM_THREADS`` is
+set to 1 before numpy is imported (unless already set; the value used is in the results),
+because the reference sums some innermost dims with a BLAS matmul.
 
 Host overhead per operator call, on the simulator, case (a) (gradOut (1,1,2,2,2)), as the
 mean of a batch of calls:
@@ -60,12 +69,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one thread, as torch (see the docstring)
+
+import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+_PASS_CHUNK = 1 << 17  # elements per chunk of the "numpy pass" measurement
 
 #: gradOut and gradInput shapes (NCDHW) of the issue's cases
 CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
@@ -197,8 +210,8 @@ def setup_reference(variants: list[Variant], torch: Any, session: Any) -> None:
 
         v.methods["reference"] = ref
 
-        src = np.ones(max(v.go_bytes, 1), np.uint8)
-        dst = np.empty(max(v.gi_bytes, 1), np.uint8)
+        src = g.reshape(-1).view(np.uint8)  # gradOut's own memory: the reference's cache state
+        dst = np.zeros(max(v.gi_bytes, 1), np.uint8)  # allocated (and faulted in) once
 
         def floor(src: np.ndarray = src, dst: np.ndarray = dst, inner: int = v.inner) -> float:
             def stream() -> None:
@@ -207,6 +220,20 @@ def setup_reference(variants: list[Variant], torch: Any, session: Any) -> None:
             return _timed(stream, inner)
 
         v.methods["floor"] = floor
+
+        if v.dtype == "float32" and v.layout == "NCDHW" and v.case != "a":
+            flat = g.reshape(-1)
+            tmp = np.empty(_PASS_CHUNK // 2, np.float32)
+
+            def numpy_pass(flat: np.ndarray = flat, tmp: np.ndarray = tmp, inner: int = v.inner) -> float:
+                def one_pass() -> None:
+                    for a in range(0, flat.size, _PASS_CHUNK):
+                        c = flat[a : a + _PASS_CHUNK]
+                        h = c.size // 2
+                        np.add(c[:h], c[h : 2 * h], out=tmp[:h])
+                return _timed(one_pass, inner)
+
+            v.methods["numpy pass"] = numpy_pass
 
         if torch is not None:
             try:
@@ -471,6 +498,7 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
     lines = [f"Benchmark run {meta['date']} on {meta['machine']}; {meta['repeats']} repeats, interleaved; "
              f"times are min / median over the repeats, ratios from minima (medians in brackets).", ""]
     lines += [f"- backend: {meta['backend']}", f"- torch: {meta['torch']}",
+              f"- BLAS threads (OPENBLAS_NUM_THREADS): {meta.get('blas_threads')}",
               f"- floor: {meta['floor_definition']}", f"- sim kernel: {meta['kernel_definition']}", ""]
     lines += ["| case | gradOut -> gradInput | MB moved | floor ms | reference ms | torch ms | sim kernel ms "
               "| torch / ref | ref / floor | kernel / ref |",
@@ -493,6 +521,16 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
                      "cann-abi.md §6.3): " + agree)
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
+    passes = [v for v in variants if "numpy pass" in v.times]
+    if passes:
+        lines += ["", "numpy's one-pass bound: gradOut read once by chunked `np.add` (float32), against the floor "
+                      "and the reference:", "", "| case | floor ms | numpy pass ms | numpy pass / floor | "
+                      "reference / numpy pass |", "|---|---|---|---|---|"]
+        for v in passes:
+            st = {m: _stats(t) for m, t in v.times.items()}
+            lines.append(f"| ({v.key}) {v.label} | {_fmt_t(st.get('floor'))} | {_fmt_t(st.get('numpy pass'))} | "
+                         f"{_fmt_r(_ratio(st.get('numpy pass'), st.get('floor')))} | "
+                         f"{_fmt_r(_ratio(st.get('reference'), st.get('numpy pass')))} |")
     lines += ["", f"Host overhead per call, tiny case (a), batches of {ov.batch} calls:", "",
               "| path | µs per call (min / median) | / torch eager |", "|---|---|---|"]
     ovs = {m: _stats(t) for m, t in ov.times.items()}
@@ -589,12 +627,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         "numpy": np.__version__,
         "torch": torch_note,
         "torch_missing": torch is None,
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         "backend": backend_note,
         "git": _git(),
         "repeats": repeats,
         "tiny": args.tiny,
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "floor_definition": "time to read gradOut's bytes (ndarray.max over a uint8 buffer of that size) plus "
+        "floor_definition": "time to read gradOut's bytes (ndarray.max over gradOut's own memory as uint8) plus "
                             "write gradInput's bytes (ndarray.fill of a uint8 buffer of that size)",
         "kernel_definition": "Session.timed_backward on device arrays: device time from events around phase 2",
         "c_floor": c_note,
