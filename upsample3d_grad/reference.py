@@ -1117,8 +1117,8 @@ def upsample_nearest_exact3d_backward(
     plan = _plan(g.shape, layout, _dim_keys(osz, isz, scales, convention))
     zeroed = out is None and bool(plan.scatter)
     if out is None:
-        # A scatter leaves gaps of zeros: np.zeros gets them from calloc, which for a large, fresh
-        # block maps zero pages that are never written when no window lands in them.
+        # A scatter leaves gaps of zeros: np.zeros gets them from calloc (memory the kernel or the
+        # allocator hands out zeroed) instead of a second pass over the whole result.
         res = np.zeros(expect_out, dtype=g.dtype) if zeroed else np.empty(expect_out, dtype=g.dtype)
     else:
         if not isinstance(out, np.ndarray):
