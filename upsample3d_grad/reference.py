@@ -444,7 +444,8 @@ _BIG_RUN = 8  # window length from which a run is summed with one reduce call
 _SHORT_RUN = 8  # innermost dim: runs of fewer windows are summed window by window
 _CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
 _OVERHEAD_SHARE = 0.2  # at most this share of the estimated time for per-chunk Python overhead
-_FLOPS = 80e9  # float32 multiply-adds per second of a BLAS matmul, counted as 2 flops each
+_MATMUL_MAX_WEIGHTS = 1 << 16  # largest 0/1 window matrix (elements, 256 KiB) method "matmul" builds and caches
+_FLOPS = 80e9  # float32 flops per second of a one-thread BLAS matmul (a multiply-add counts 2)
 _FORCE_METHOD: str | None = None  # tests: force "runs", "slide" or "matmul" (innermost dim) for every reduce pass
 _FORCE_CHUNKS: int | None = None  # tests: force the chunk count
 _D_MAJOR_CALLS = 4  # D passes of more numpy calls than this (irregular windows) are chunked D-major
@@ -592,9 +593,9 @@ class _TableInfo:
             t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + (_T_TAKE if inner > 1 else _T_TAKE_EL))
             if forced == "slide" or t_slide < best[1]:
                 best = ("slide", t_slide, slide_calls)
-        if matmul and inner == 1 and forced in (None, "matmul"):
-            n_win = len(self.lo) - 1
-            span = int(self.lo[-1] - self.lo[0])
+        n_win = len(self.lo) - 1
+        span = int(self.lo[-1] - self.lo[0])
+        if matmul and inner == 1 and forced in (None, "matmul") and span * n_win <= _MATMUL_MAX_WEIGHTS:
             t_mm = 3 * _T_CALL + outer * (2.0 * span * n_win / _FLOPS + n_win * _T_EL)
             if forced == "matmul" or t_mm < best[1]:
                 best = ("matmul", t_mm, 3)
