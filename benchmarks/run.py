@@ -596,7 +596,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             from upsample3d_grad import Session
 
             session = Session(0)
-            backend_note = session.backend.describe().splitlines()[0]
+            backend_note = session.backend.describe().splitlines()[0].removeprefix("backend: ")
         except Exception as exc:  # noqa: BLE001 - reported
             backend_note = f"no session: {type(exc).__name__}: {exc}"
             session = None
