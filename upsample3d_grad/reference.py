@@ -35,7 +35,8 @@ gradOut values only reach their own window: a matmul result that is not all
 finite (``0 * inf`` is nan) is recomputed by an additive method.  The matmul
 runs on as many threads as the BLAS library is set to use
 (``OPENBLAS_NUM_THREADS``); everything else runs on the calling thread.
-float16 input is bounded by numpy's (scalar) float16 -> float32 cast.
+float16 and bfloat16 chunks are widened to float32 once, before the first
+pass (float16 by exact bit operations, faster than numpy's own cast).
 """
 
 from __future__ import annotations
