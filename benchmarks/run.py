@@ -25,6 +25,8 @@ and NDHWC), one call per measurement ((a): the mean of a batch):
   (``ndarray.fill`` of a uint8 buffer of that size, allocated and faulted in once);
 * ``sim kernel``: the simulator's C kernel on device arrays of a Session, device time from
   events around phase 2 (``Session.timed_backward``);
+* ``reference, N threads`` (float32 NCDHW cases (b)-(f), N = the machine's core count, only
+  when N > 1): the reference with ``threads=N``, for information; the targets use one thread;
 * ``numpy pass`` (float32 NCDHW cases (b)-(f)): gradOut read once by ``np.add``, in chunks of
   128 Ki elements, each chunk's two halves added into one reused, cache-resident buffer: the
   first pass of a chunked numpy reduction with nothing after it.  A numpy reference makes at
@@ -79,6 +81,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 _PASS_CHUNK = 1 << 17  # elements per chunk of the "numpy pass" measurement
+_THREADS = os.cpu_count() or 1  # the extra "reference, N threads" measurement (none on one core)
+_THREADS_NAME = f"reference, {_THREADS} threads"
 
 #: gradOut and gradInput shapes (NCDHW) of the issue's cases
 CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
@@ -209,6 +213,14 @@ def setup_reference(variants: list[Variant], torch: Any, session: Any) -> None:
             return _timed(lambda: reference.upsample_nearest_exact3d_backward(g, out3, in5, layout=layout), inner)
 
         v.methods["reference"] = ref
+
+        if _THREADS > 1 and v.dtype == "float32" and v.layout == "NCDHW" and v.case != "a":
+            def ref_threads(g: np.ndarray = g, out3: tuple[int, ...] = out3, in5: tuple[int, ...] = in5,
+                            inner: int = v.inner) -> float:
+                return _timed(lambda: reference.upsample_nearest_exact3d_backward(g, out3, in5, threads=_THREADS),
+                              inner)
+
+            v.methods[_THREADS_NAME] = ref_threads
 
         src = g.reshape(-1).view(np.uint8)  # gradOut's own memory: the reference's cache state
         dst = np.zeros(max(v.gi_bytes, 1), np.uint8)  # allocated (and faulted in) once
@@ -531,6 +543,17 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
             lines.append(f"| ({v.key}) {v.label} | {_fmt_t(st.get('floor'))} | {_fmt_t(st.get('numpy pass'))} | "
                          f"{_fmt_r(_ratio(st.get('numpy pass'), st.get('floor')))} | "
                          f"{_fmt_r(_ratio(st.get('reference'), st.get('numpy pass')))} |")
+    multi = [v for v in variants if _THREADS_NAME in v.times]
+    if multi:
+        lines += ["", f"The reference on all {_THREADS} cores (`threads={_THREADS}`; for information: the targets "
+                      "above use one thread, as torch and the floor do):", "",
+                  f"| case | reference ms | {_THREADS_NAME} ms | speed-up | {_THREADS} threads / floor |",
+                  "|---|---|---|---|---|"]
+        for v in multi:
+            st = {m: _stats(t) for m, t in v.times.items()}
+            lines.append(f"| ({v.key}) {v.label} | {_fmt_t(st.get('reference'))} | {_fmt_t(st.get(_THREADS_NAME))} | "
+                         f"{_fmt_r(_ratio(st.get('reference'), st.get(_THREADS_NAME)))} | "
+                         f"{_fmt_r(_ratio(st.get(_THREADS_NAME), st.get('floor')))} |")
     lines += ["", f"Host overhead per call, tiny case (a), batches of {ov.batch} calls:", "",
               "| path | µs per call (min / median) | / torch eager |", "|---|---|---|"]
     ovs = {m: _stats(t) for m, t in ov.times.items()}

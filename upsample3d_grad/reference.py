@@ -45,7 +45,10 @@ import functools
 import itertools
 import math
 import operator
+import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import ml_dtypes
@@ -1045,14 +1048,64 @@ def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any
         np.copyto(res, x, casting="unsafe")
 
 
-def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, zeroed: bool = False) -> None:
+_POOL: ThreadPoolExecutor | None = None
+_POOL_WORKERS = 0
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The shared worker pool, grown to at least *workers* threads."""
+    global _POOL, _POOL_WORKERS
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_WORKERS < workers:
+            if _POOL is not None:
+                _POOL.shutdown(wait=False)  # running tasks finish; new ones go to the new pool
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="us3d-reference")
+            _POOL_WORKERS = workers
+        return _POOL
+
+
+def _forget_pool() -> None:
+    """After fork: the parent's worker threads do not exist in the child."""
+    global _POOL, _POOL_WORKERS, _POOL_LOCK
+    _POOL, _POOL_WORKERS, _POOL_LOCK = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _run_chunks(g: np.ndarray, chunks: list[_Chunk], res: np.ndarray, zeroed: bool) -> None:
+    for gi, ri, ops, scat in chunks:
+        _backward_chunk(g[gi], ops, scat, res[ri], zeroed)
+
+
+def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, zeroed: bool = False, threads: int = 1) -> None:
     if g.size == 0 or res.size == 0:
         return
     if plan.copy_only:  # identity in every dim: one element per window, nothing to add
         np.copyto(res, g, casting="unsafe")
         return
-    for gi, ri, ops, scat in plan.chunks:
-        _backward_chunk(g[gi], ops, scat, res[ri], zeroed)
+    chunks = plan.chunks
+    # A pure scatter sums nothing: it is page faults and stores, which threads only contend on.
+    n = min(threads, len(chunks)) if plan.order else 1
+    if n <= 1:
+        _run_chunks(g, chunks, res, zeroed)
+        return
+    # Contiguous runs of chunks, one per thread (the caller's thread takes the first).  Chunks
+    # write disjoint parts of res and each is summed the same way whatever the thread count,
+    # so results do not depend on it.
+    edges = [round(k * len(chunks) / n) for k in range(n + 1)]
+    pool = _pool(n - 1)
+    futures: list[Future[None]] = [pool.submit(_run_chunks, g, chunks[a:b], res, zeroed)
+                                   for a, b in zip(edges[1:-1], edges[2:])]
+    try:
+        _run_chunks(g, chunks[edges[0] : edges[1]], res, zeroed)
+    finally:
+        for f in futures:
+            f.exception()  # wait for every worker before returning or raising
+    for f in futures:
+        f.result()
 
 
 def upsample_nearest_exact3d_backward(
@@ -1066,6 +1119,7 @@ def upsample_nearest_exact3d_backward(
     layout: str = "NCDHW",
     convention: str = "cann",
     out: np.ndarray | None = None,
+    threads: int = 1,
 ) -> np.ndarray:
     """Reference gradient of 3-D nearest-exact upsampling.
 
@@ -1090,6 +1144,11 @@ def upsample_nearest_exact3d_backward(
     out : numpy.ndarray, optional
         Preallocated result (right shape and dtype, no overlap with
         ``grad_output``); written in place and returned.
+    threads : int
+        Threads that sum the cache-sized chunks (default 1: the calling
+        thread only); e.g. ``os.cpu_count()`` for large inputs.  Calls
+        with nothing to sum (identity, pure scatter) use one thread.  The
+        result does not depend on it: every chunk is summed the same way.
 
     Returns
     -------
@@ -1102,13 +1161,16 @@ def upsample_nearest_exact3d_backward(
     ------
     ValueError
         On a bad rank, size list, shape mismatch, dtype, layout, convention,
-        scale or ``out`` array.
+        scale, ``out`` array or thread count.
     """
     layout = _check_choice("layout", layout, LAYOUTS)
     convention = _check_choice("convention", convention, CONVENTIONS)
     g = _check_array("grad_output", grad_output)
     osz, isz = _check_sizes(output_size, input_size)
     scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    threads = _as_int("threads", threads)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     n, c = isz[0], isz[1]
     expect_in = _phys(layout, n, c, *osz)
     if g.shape != expect_in:
@@ -1134,5 +1196,5 @@ def upsample_nearest_exact3d_backward(
         if np.may_share_memory(out, g):
             raise ValueError("out must not overlap grad_output in memory")
         res = out
-    _run_backward(g, plan, res, zeroed)
+    _run_backward(g, plan, res, zeroed, threads)
     return res

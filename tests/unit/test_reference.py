@@ -473,6 +473,68 @@ def test_float16_bit_conversion_is_exact_for_every_pattern() -> None:
         np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("threads", [2, 3, 16])
+def test_threads_give_the_same_bits(threads: int) -> None:
+    """Chunks summed on several threads: bit-identical to one thread (random floats, so a different summation
+    order would show), across dtypes, layouts, conventions, methods and chunk orders."""
+    rng = np.random.default_rng(40 + threads)
+    cases = [((2, 3, 5, 6, 7), (11, 13, 17)), ((1, 4, 17, 33, 41), (40, 100, 100)), ((1, 2, 8, 8, 8), (16, 16, 16)),
+             ((1, 3, 6, 8, 8), (3, 4, 4))]
+    for k, (isz, osz) in enumerate(cases):
+        for method, chunks, d_major in ((None, None, None), ("matmul", 6, True), ("slide", 5, False)):
+            with engine(method, chunks, d_major):
+                dtype = DTYPES[k % 3]
+                layout = LAYOUTS[k % 2]
+                convention = CONVENTIONS[(k // 2) % 2]
+                g = to_layout(rng.standard_normal((isz[0], isz[1], *osz)).astype(np.float32), layout).astype(dtype)
+                one = R.upsample_nearest_exact3d_backward(g, osz, isz, layout=layout, convention=convention)
+                many = R.upsample_nearest_exact3d_backward(g, osz, isz, layout=layout, convention=convention,
+                                                           threads=threads)
+                np.testing.assert_array_equal(many.view(np.uint8), one.view(np.uint8))
+
+
+def test_threads_from_many_callers_and_errors_reach_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several Python threads share the worker pool; an error in a worker's chunk is raised in the caller
+    after every worker has finished."""
+    import threading
+
+    rng = np.random.default_rng(41)
+    isz, osz = (2, 4, 8, 16, 16), (16, 32, 32)
+    gs = [rng.standard_normal((2, 4, *osz)).astype(np.float32) for _ in range(4)]
+    with engine(None, 8):
+        want = [R.upsample_nearest_exact3d_backward(g, osz, isz) for g in gs]
+        errors: list[str] = []
+
+        def caller(i: int) -> None:
+            for _ in range(5):
+                got = R.upsample_nearest_exact3d_backward(gs[i], osz, isz, threads=3)
+                if not np.array_equal(got, want[i]):
+                    errors.append(f"caller {i}: wrong result")
+
+        ts = [threading.Thread(target=caller, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors
+        real = R._backward_chunk
+        done: list[int] = []
+
+        def failing(x, ops, scat, res, zeroed=False):  # type: ignore[no-untyped-def]
+            if res.base is not None and res.ctypes.data == want_last:
+                raise RuntimeError("chunk failed")
+            real(x, ops, scat, res, zeroed)
+            done.append(1)
+
+        plan = R._plan(gs[0].shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
+        out = np.zeros(isz, np.float32)
+        want_last = out[plan.chunks[-1][1]].ctypes.data  # the last chunk runs on a worker thread
+        monkeypatch.setattr(R, "_backward_chunk", failing)
+        with pytest.raises(RuntimeError, match="chunk failed"):
+            R.upsample_nearest_exact3d_backward(gs[0], osz, isz, out=out, threads=2)
+        assert len(done) == len(plan.chunks) - 1  # the other chunks all ran before the raise
+
+
 def test_d_major_chunks_cover_every_window_once() -> None:
     """D-major chunking (irregular D windows) splits D into blocks over groups of (N, C) units."""
     rng = np.random.default_rng(13)
@@ -549,6 +611,9 @@ def _g(shape=(1, 1, 2, 2, 2), dtype=np.float32) -> np.ndarray:
         (dict(scales_w="2"), r"scales_w must be a real number or None, got '2'"),
         (dict(out=np.zeros((1, 1, 1, 1, 2), np.float32)), r"out shape must be \(1, 1, 1, 1, 1\)"),
         (dict(out=np.zeros((1, 1, 1, 1, 1), np.float16)), r"out dtype must equal grad_output dtype float32, got f"),
+        (dict(threads=0), r"threads must be >= 1, got 0"),
+        (dict(threads=2.0), r"threads must be an integer, got 2.0"),
+        (dict(threads=True), r"threads must be an integer, got True"),
     ],
 )
 def test_validation_messages(kwargs: dict, match: str) -> None:
