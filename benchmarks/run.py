@@ -25,8 +25,10 @@ and NDHWC), one call per measurement ((a): the mean of a batch):
   (``ndarray.fill`` of a uint8 buffer of that size, allocated and faulted in once);
 * ``sim kernel``: the simulator's C kernel on device arrays of a Session, device time from
   events around phase 2 (``Session.timed_backward``);
-* ``reference, N threads`` (float32 NCDHW cases (b)-(f), N = the machine's core count, only
-  when N > 1): the reference with ``threads=N``, for information; the targets use one thread;
+* ``reference, N threads`` (only with ``--threads N``, N > 1; float32 NCDHW cases (b)-(f)): the
+  reference with ``threads=N``, for information (the targets use one thread).  It is off by
+  default because a multi-threaded method in the interleaved rounds changes what the caches
+  hold for the other methods;
 * ``numpy pass`` (float32 NCDHW cases (b)-(f)): gradOut read once by ``np.add``, in chunks of
   128 Ki elements, each chunk's two halves added into one reused, cache-resident buffer: the
   first pass of a chunked numpy reduction with nothing after it.  A numpy reference makes at
@@ -81,8 +83,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 _PASS_CHUNK = 1 << 17  # elements per chunk of the "numpy pass" measurement
-_THREADS = os.cpu_count() or 1  # the extra "reference, N threads" measurement (none on one core)
-_THREADS_NAME = f"reference, {_THREADS} threads"
+_THREADS = 1  # --threads N: also measure the reference with threads=N (set in main)
+_THREADS_NAME = "reference, N threads"
 
 #: gradOut and gradInput shapes (NCDHW) of the issue's cases
 CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
@@ -545,7 +547,7 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
                          f"{_fmt_r(_ratio(st.get('reference'), st.get('numpy pass')))} |")
     multi = [v for v in variants if _THREADS_NAME in v.times]
     if multi:
-        lines += ["", f"The reference on all {_THREADS} cores (`threads={_THREADS}`; for information: the targets "
+        lines += ["", f"The reference on {_THREADS} threads (`threads={_THREADS}`; for information: the targets "
                       "above use one thread, as torch and the floor do):", "",
                   f"| case | reference ms | {_THREADS_NAME} ms | speed-up | {_THREADS} threads / floor |",
                   "|---|---|---|---|---|"]
@@ -604,11 +606,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--only", default=None, metavar="KEYS",
                         help="comma-separated variant keys to run (e.g. b,d,f,b-float16); default all")
     parser.add_argument("--no-overhead", action="store_true", help="skip the host-overhead measurements")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="also time the reference with threads=N (N > 1; for information, off by default)")
     args = parser.parse_args(argv)
     repeats = args.repeat if args.repeat is not None else (2 if args.tiny else 5)
     if repeats < 1:
         parser.error("--repeat must be >= 1")
     os.environ["ACL_BINDINGS_BACKEND"] = args.backend
+    if args.threads < 1:
+        parser.error("--threads must be >= 1")
+    global _THREADS, _THREADS_NAME
+    _THREADS, _THREADS_NAME = args.threads, f"reference, {args.threads} threads"
     t_start = time.perf_counter()
 
     torch, torch_note = _load_torch(args.no_torch)
