@@ -603,8 +603,6 @@ class _TableInfo:
             t_mm = 3 * _T_CALL + outer * (2.0 * span * n_win / _FLOPS + n_win * _T_EL)
             if forced == "matmul" or t_mm < best[1]:
                 best = ("matmul", t_mm, 3)
-        if forced == "runs":
-            return ("runs", t_runs, calls)
         return best
 
 
@@ -843,10 +841,8 @@ class _AxisOp:
             np.copyto(out, np.take(table, rows, axis=0).reshape(out.shape))
 
 
-def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray, zeroed: bool = False) -> None:
-    """Scatter pass: zero ``out`` (unless *zeroed*), then copy the one-element windows of the listed axes."""
-    if not zeroed:
-        out.fill(0)
+def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray) -> None:
+    """Scatter pass: copy the one-element windows of the listed axes into ``out`` (already zeroed)."""
     dst: list[Any] = [slice(None)] * 5
     src: list[Any] = [slice(None)] * 5
     for axis, d, s in scat:
@@ -1026,8 +1022,7 @@ def _to_f32(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray,
-                    zeroed: bool = False) -> None:
+def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray) -> None:
     """One chunk: reduce passes, then the scatter pass (or the final cast)."""
     if ops and x.dtype != _F32:
         x = _to_f32(x)
@@ -1043,7 +1038,7 @@ def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any
         op(x, dst)
         x = dst
     if scat:
-        _expand(x, scat, res, zeroed)
+        _expand(x, scat, res)
     elif x is not res:
         np.copyto(res, x, casting="unsafe")
 
@@ -1075,12 +1070,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _run_chunks(g: np.ndarray, chunks: list[_Chunk], res: np.ndarray, zeroed: bool) -> None:
+def _run_chunks(g: np.ndarray, chunks: list[_Chunk], res: np.ndarray) -> None:
     for gi, ri, ops, scat in chunks:
-        _backward_chunk(g[gi], ops, scat, res[ri], zeroed)
+        _backward_chunk(g[gi], ops, scat, res[ri])
 
 
-def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, zeroed: bool = False, threads: int = 1) -> None:
+def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, threads: int = 1) -> None:
+    """Sum every chunk of *plan* from *g* into *res* (already zeroed when the plan scatters)."""
     if g.size == 0 or res.size == 0:
         return
     if plan.copy_only:  # identity in every dim: one element per window, nothing to add
@@ -1090,17 +1086,17 @@ def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, zeroed: bool = Fa
     # A pure scatter sums nothing: it is page faults and stores, which threads only contend on.
     n = min(threads, len(chunks)) if plan.order else 1
     if n <= 1:
-        _run_chunks(g, chunks, res, zeroed)
+        _run_chunks(g, chunks, res)
         return
     # Contiguous runs of chunks, one per thread (the caller's thread takes the first).  Chunks
     # write disjoint parts of res and each is summed the same way whatever the thread count,
     # so results do not depend on it.
     edges = [round(k * len(chunks) / n) for k in range(n + 1)]
     pool = _pool(n - 1)
-    futures: list[Future[None]] = [pool.submit(_run_chunks, g, chunks[a:b], res, zeroed)
+    futures: list[Future[None]] = [pool.submit(_run_chunks, g, chunks[a:b], res)
                                    for a, b in zip(edges[1:-1], edges[2:])]
     try:
-        _run_chunks(g, chunks[edges[0] : edges[1]], res, zeroed)
+        _run_chunks(g, chunks[edges[0] : edges[1]], res)
     finally:
         for f in futures:
             f.exception()  # wait for every worker before returning or raising
@@ -1179,11 +1175,10 @@ def upsample_nearest_exact3d_backward(
         )
     expect_out = _phys(layout, n, c, *isz[2:])
     plan = _plan(g.shape, layout, _dim_keys(osz, isz, scales, convention))
-    zeroed = out is None and bool(plan.scatter)
     if out is None:
         # A scatter leaves gaps of zeros: np.zeros gets them from calloc (memory the kernel or the
         # allocator hands out zeroed) instead of a second pass over the whole result.
-        res = np.zeros(expect_out, dtype=g.dtype) if zeroed else np.empty(expect_out, dtype=g.dtype)
+        res = np.zeros(expect_out, dtype=g.dtype) if plan.scatter else np.empty(expect_out, dtype=g.dtype)
     else:
         if not isinstance(out, np.ndarray):
             raise ValueError(f"out must be a numpy.ndarray, got {type(out).__name__}")
@@ -1196,5 +1191,7 @@ def upsample_nearest_exact3d_backward(
         if np.may_share_memory(out, g):
             raise ValueError("out must not overlap grad_output in memory")
         res = out
-    _run_backward(g, plan, res, zeroed, threads)
+        if plan.scatter:
+            res.fill(0)
+    _run_backward(g, plan, res, threads)
     return res

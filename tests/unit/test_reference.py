@@ -520,10 +520,10 @@ def test_threads_from_many_callers_and_errors_reach_the_caller(monkeypatch: pyte
         real = R._backward_chunk
         done: list[int] = []
 
-        def failing(x, ops, scat, res, zeroed=False):  # type: ignore[no-untyped-def]
+        def failing(x, ops, scat, res):  # type: ignore[no-untyped-def]
             if res.base is not None and res.ctypes.data == want_last:
                 raise RuntimeError("chunk failed")
-            real(x, ops, scat, res, zeroed)
+            real(x, ops, scat, res)
             done.append(1)
 
         plan = R._plan(gs[0].shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
