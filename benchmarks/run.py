@@ -59,6 +59,7 @@ mean of a batch of calls:
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -83,8 +84,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 _PASS_CHUNK = 1 << 17  # elements per chunk of the "numpy pass" measurement
-_THREADS = 1  # --threads N: also measure the reference with threads=N (set in main)
-_THREADS_NAME = "reference, N threads"
+
+
+def _threads_method(threads: int) -> str:
+    """Name of the ``--threads N`` measurement."""
+    return f"reference, {threads} threads"
 
 #: gradOut and gradInput shapes (NCDHW) of the issue's cases
 CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
@@ -200,7 +204,7 @@ def build_variants(cases: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]
     return out
 
 
-def setup_reference(variants: list[Variant], torch: Any, session: Any) -> None:
+def setup_reference(variants: list[Variant], torch: Any, session: Any, threads: int = 1) -> None:
     from upsample3d_grad import reference
 
     rng = np.random.default_rng(0)
@@ -216,13 +220,14 @@ def setup_reference(variants: list[Variant], torch: Any, session: Any) -> None:
 
         v.methods["reference"] = ref
 
-        if _THREADS > 1 and v.dtype == "float32" and v.layout == "NCDHW" and v.case != "a":
+        main_f32 = v.dtype == "float32" and v.layout == "NCDHW" and v.case != "a"  # cases (b)-(f)
+        if threads > 1 and main_f32:
             def ref_threads(g: np.ndarray = g, out3: tuple[int, ...] = out3, in5: tuple[int, ...] = in5,
                             inner: int = v.inner) -> float:
-                return _timed(lambda: reference.upsample_nearest_exact3d_backward(g, out3, in5, threads=_THREADS),
+                return _timed(lambda: reference.upsample_nearest_exact3d_backward(g, out3, in5, threads=threads),
                               inner)
 
-            v.methods[_THREADS_NAME] = ref_threads
+            v.methods[_threads_method(threads)] = ref_threads
 
         src = g.reshape(-1).view(np.uint8)  # gradOut's own memory: the reference's cache state
         dst = np.zeros(max(v.gi_bytes, 1), np.uint8)  # allocated (and faulted in) once
@@ -235,7 +240,7 @@ def setup_reference(variants: list[Variant], torch: Any, session: Any) -> None:
 
         v.methods["floor"] = floor
 
-        if v.dtype == "float32" and v.layout == "NCDHW" and v.case != "a":
+        if main_f32:
             flat = g.reshape(-1)
             tmp = np.empty(_PASS_CHUNK // 2, np.float32)
 
@@ -469,7 +474,7 @@ def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[
     With *tiny*, the shapes are not the issue's, so only the host-overhead targets (measured on
     the issue's own tiny tensor) get a verdict.
     """
-    st: dict[str, dict[str, dict[str, float]]] = {k: {} for k in ("b", "c", "d", "e", "f", "b-float16", "b-bfloat16")}
+    st: dict[str, dict[str, dict[str, float]]] = collections.defaultdict(dict)  # --only: absent cases are empty
     st.update({v.key: {m: _stats(t) for m, t in v.times.items()} for v in variants})
     ovs = {m: _stats(t) for m, t in ov.times.items()}
     targets: list[dict[str, Any]] = []
@@ -508,6 +513,22 @@ def _fmt_r(r: Optional[dict[str, float]]) -> str:
     return "-" if r is None else f"{r['min']:.2f} ({r['median']:.2f})"
 
 
+def _side_table(variants: list[Variant], method: str, title: str,
+                columns: list[tuple[str, str, Optional[str]]]) -> list[str]:
+    """Markdown lines of a table over the variants that measured *method*; a column is (header, a, None) for
+    a's times or (header, a, b) for the ratio a / b.  No lines when no variant measured it."""
+    rows = [v for v in variants if method in v.times]
+    if not rows:
+        return []
+    lines = ["", title, "", "| case | " + " | ".join(c[0] for c in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for v in rows:
+        st = {m: _stats(t) for m, t in v.times.items()}
+        cells = [_fmt_t(st.get(a)) if b is None else _fmt_r(_ratio(st.get(a), st.get(b))) for _, a, b in columns]
+        lines.append(f"| ({v.key}) {v.label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, targets: list[dict[str, Any]]) -> str:
     lines = [f"Benchmark run {meta['date']} on {meta['machine']}; {meta['repeats']} repeats, interleaved; "
              f"times are min / median over the repeats, ratios from minima (medians in brackets).", ""]
@@ -535,27 +556,17 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
                      "cann-abi.md §6.3): " + agree)
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
-    passes = [v for v in variants if "numpy pass" in v.times]
-    if passes:
-        lines += ["", "numpy's one-pass bound: gradOut read once by chunked `np.add` (float32), against the floor "
-                      "and the reference:", "", "| case | floor ms | numpy pass ms | numpy pass / floor | "
-                      "reference / numpy pass |", "|---|---|---|---|---|"]
-        for v in passes:
-            st = {m: _stats(t) for m, t in v.times.items()}
-            lines.append(f"| ({v.key}) {v.label} | {_fmt_t(st.get('floor'))} | {_fmt_t(st.get('numpy pass'))} | "
-                         f"{_fmt_r(_ratio(st.get('numpy pass'), st.get('floor')))} | "
-                         f"{_fmt_r(_ratio(st.get('reference'), st.get('numpy pass')))} |")
-    multi = [v for v in variants if _THREADS_NAME in v.times]
-    if multi:
-        lines += ["", f"The reference on {_THREADS} threads (`threads={_THREADS}`; for information: the targets "
-                      "above use one thread, as torch and the floor do):", "",
-                  f"| case | reference ms | {_THREADS_NAME} ms | speed-up | {_THREADS} threads / floor |",
-                  "|---|---|---|---|---|"]
-        for v in multi:
-            st = {m: _stats(t) for m, t in v.times.items()}
-            lines.append(f"| ({v.key}) {v.label} | {_fmt_t(st.get('reference'))} | {_fmt_t(st.get(_THREADS_NAME))} | "
-                         f"{_fmt_r(_ratio(st.get('reference'), st.get(_THREADS_NAME)))} | "
-                         f"{_fmt_r(_ratio(st.get(_THREADS_NAME), st.get('floor')))} |")
+    lines += _side_table(variants, "numpy pass", "numpy's one-pass bound: gradOut read once by chunked `np.add` "
+                         "(float32), against the floor and the reference:",
+                         [("floor ms", "floor", None), ("numpy pass ms", "numpy pass", None),
+                          ("numpy pass / floor", "numpy pass", "floor"),
+                          ("reference / numpy pass", "reference", "numpy pass")])
+    threads = meta.get("reference_threads", 1)
+    multi = _threads_method(threads)
+    lines += _side_table(variants, multi, f"The reference on {threads} threads (`threads={threads}`; for "
+                         "information: the targets above use one thread, as torch and the floor do):",
+                         [("reference ms", "reference", None), (f"{multi} ms", multi, None),
+                          ("speed-up", "reference", multi), (f"{threads} threads / floor", multi, "floor")])
     lines += ["", f"Host overhead per call, tiny case (a), batches of {ov.batch} calls:", "",
               "| path | µs per call (min / median) | / torch eager |", "|---|---|---|"]
     ovs = {m: _stats(t) for m, t in ov.times.items()}
@@ -615,8 +626,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ["ACL_BINDINGS_BACKEND"] = args.backend
     if args.threads < 1:
         parser.error("--threads must be >= 1")
-    global _THREADS, _THREADS_NAME
-    _THREADS, _THREADS_NAME = args.threads, f"reference, {args.threads} threads"
     t_start = time.perf_counter()
 
     torch, torch_note = _load_torch(args.no_torch)
@@ -638,7 +647,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if unknown:
             parser.error(f"--only: unknown variant keys {unknown}; known: {[v.key for v in variants]}")
         variants = [v for v in variants if v.key in keys]
-    setup_reference(variants, torch, session)
+    setup_reference(variants, torch, session, args.threads)
     batch = 200 if args.tiny else 5000
     with tempfile.TemporaryDirectory() as tmp:
         c_floor, c_note = (build_c_floor(Path(tmp), 2000 if args.tiny else 50000)
@@ -659,6 +668,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "torch": torch_note,
         "torch_missing": torch is None,
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "reference_threads": args.threads,
         "backend": backend_note,
         "git": _git(),
         "repeats": repeats,
