@@ -1190,13 +1190,21 @@ static int stream_error(const char *func, stream_t *s, aclrtStream handle) {
     return cannsim_fail(code, "%s: a task on stream %p failed: %s", func, handle, s->errmsg);
 }
 
-static int sync_stream_impl(const char *func, aclrtStream stream, int32_t timeout) {
-    int rc = 0;
-    int64_t deadline = -1;
+/* The deadline (now_ns() clock) of a synchronisation timeout in ms: -1 = wait forever (deadline -1),
+   >= 0 = that many ms from now; anything else is rejected.  Returns 0 or ACL_ERROR_INVALID_PARAM. */
+static int timeout_deadline(const char *func, int32_t timeout, int64_t *deadline) {
+    *deadline = -1;
     if (timeout < -1)
         return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: timeout %d ms is invalid (-1 = wait forever, >= 0 ms)",
                             func, timeout);
-    if (timeout >= 0) deadline = now_ns() + (int64_t)timeout * 1000000LL;
+    if (timeout >= 0) *deadline = now_ns() + (int64_t)timeout * 1000000LL;
+    return 0;
+}
+
+static int sync_stream_impl(const char *func, aclrtStream stream, int32_t timeout) {
+    int64_t deadline;
+    int rc = timeout_deadline(func, timeout, &deadline);
+    if (rc) return rc;
     pthread_mutex_lock(&g_mu);
     ctx_t *c = need_ctx(func, &rc);
     if (!c) goto out;
@@ -1797,12 +1805,9 @@ out:
 }
 
 static aclError sync_event_impl(const char *func, aclrtEvent event, int32_t timeout) {
-    int rc = 0;
-    int64_t deadline = -1;
-    if (timeout < -1)
-        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: timeout %d ms is invalid (-1 = wait forever, >= 0 ms)",
-                            func, timeout);
-    if (timeout >= 0) deadline = now_ns() + (int64_t)timeout * 1000000LL;
+    int64_t deadline;
+    int rc = timeout_deadline(func, timeout, &deadline);
+    if (rc) return rc;
     pthread_mutex_lock(&g_mu);
     ctx_t *c = need_ctx(func, &rc);
     if (!c) goto out;
