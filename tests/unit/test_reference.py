@@ -550,6 +550,17 @@ def test_d_major_chunks_cover_every_window_once() -> None:
         np.testing.assert_array_equal(got, want, err_msg=str(chunks))
 
 
+def test_pure_scatter_chunks() -> None:
+    """A pure scatter of slices (regular windows) is one chunk; with index arrays (irregular
+    windows) it is chunked, so that the gathered temporary stays chunk-sized.  Both exact."""
+    rng = np.random.default_rng(17)
+    for isz, osz, one in [((1, 8, 32, 64, 64), (16, 32, 32), True), ((1, 8, 45, 45, 45), (16, 17, 19), False)]:
+        g = int_data(rng, (1, 8, *osz), np.float32)
+        plan = R._plan(g.shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
+        assert plan.order == () and (len(plan.chunks) == 1) == one, (isz, len(plan.chunks))
+        np.testing.assert_array_equal(R.upsample_nearest_exact3d_backward(g, osz, isz), slow_sum(g, osz, isz))
+
+
 # --------------------------------------------------------------------------- out=
 
 
