@@ -14,6 +14,7 @@ import numpy as np
 
 from ._lib import lib
 from ._resource import Resource
+from ._types import index_arg, int32_arg
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device, Stream
 
@@ -78,11 +79,14 @@ class DeviceBuffer(Resource):
         self._check_open()
         return c_void_p(self.ptr)
 
-    def _range(self, offset: int, nbytes: int, what: str) -> None:
+    def _range(self, offset: object, nbytes: object, what: str) -> tuple[int, int]:
+        """``(offset, nbytes)`` as ints, checked to lie inside this buffer."""
         self._check_open()
+        offset, nbytes = index_arg(f"{what} offset", offset), index_arg(f"{what} nbytes", nbytes)
         if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
             raise ValueError(f"{what}: range [{offset}, {offset + nbytes}) is outside this "
                              f"{self.nbytes}-byte buffer")
+        return offset, nbytes
 
     def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
         """Copy *array*'s bytes (its :func:`host_span`) to ``ptr + offset``.
@@ -91,7 +95,7 @@ class DeviceBuffer(Resource):
         alive and unchanged until the stream is synchronised.
         """
         addr, n = host_span(np.asarray(array))
-        self._range(offset, n, "upload")
+        offset, n = self._range(offset, n, "upload")
         if n == 0:
             return
         self.device.activate()
@@ -109,7 +113,7 @@ class DeviceBuffer(Resource):
         if not out.flags.writeable:
             raise ValueError("out: the array is read-only")
         addr, n = host_span(out)
-        self._range(offset, n, "download")
+        offset, n = self._range(offset, n, "download")
         if n:
             self.device.activate()
             lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
@@ -117,8 +121,7 @@ class DeviceBuffer(Resource):
 
     def copy_from(self, src: DeviceBuffer, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Device-to-device copy of *nbytes* (default: all of *src*) into this buffer."""
-        n = src.nbytes if nbytes is None else int(nbytes)
-        src._range(0, n, "copy_from source")
+        _, n = src._range(0, src.nbytes if nbytes is None else nbytes, "copy_from source")
         self._range(0, n, "copy_from destination")
         self.device.activate()
         if stream is None:
@@ -127,14 +130,14 @@ class DeviceBuffer(Resource):
             lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
 
     def memset(self, value: int = 0, nbytes: int | None = None, stream: Stream | None = None) -> None:
-        """Set *nbytes* (default: all) bytes to *value*."""
-        n = self.nbytes if nbytes is None else int(nbytes)
-        self._range(0, n, "memset")
+        """Set *nbytes* (default: all) bytes to *value* (an ``int32_t`` in the C API)."""
+        v = int32_arg("memset value", value)
+        _, n = self._range(0, self.nbytes if nbytes is None else nbytes, "memset")
         self.device.activate()
         if stream is None:
-            lib.aclrtMemset(self.ptr, self.nbytes, int(value), n)
+            lib.aclrtMemset(self.ptr, self.nbytes, v, n)
         else:
-            lib.aclrtMemsetAsync(self.ptr, self.nbytes, int(value), n, stream)
+            lib.aclrtMemsetAsync(self.ptr, self.nbytes, v, n, stream)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.ptr:#x}"

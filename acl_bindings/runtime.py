@@ -27,6 +27,7 @@ from ctypes import byref, c_float, c_int32, c_size_t, c_uint32, c_void_p
 from . import _codes
 from ._lib import lib
 from ._resource import STATE, Resource
+from ._types import int32_arg
 from .enums import MemAttr
 from .errors import AclError, ProcessForkedError
 
@@ -252,7 +253,8 @@ class Stream(Resource):
         if timeout_ms is None:
             lib.aclrtSynchronizeStream(self.handle)
         else:
-            lib.aclrtSynchronizeStreamWithTimeout(self.handle, int(timeout_ms))
+            ms = int32_arg("timeout_ms", timeout_ms, -1, "-1 (no limit), 0 (poll) or a positive int32 of milliseconds")
+            lib.aclrtSynchronizeStreamWithTimeout(self.handle, ms)
 
     def __repr__(self) -> str:
         return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._types import int32_arg
+
 __all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "is_built", "live_handles", "call_count", "set_fault", "set_defer",
            "set_delay", "version"]
 
@@ -71,4 +73,4 @@ def set_defer(on: bool) -> bool:
 
 def set_delay(ms: int) -> int:
     """Add *ms* of simulated device time to each kernel run; returns the previous value."""
-    return int(_lib().cannsimSetDelay(int(ms)))
+    return int(_lib().cannsimSetDelay(int32_arg("ms", ms, 0, "a delay in [0, 2**31) milliseconds")))

@@ -313,3 +313,41 @@ def test_sync_timeout_argument(device: ab.Device) -> None:
         start = time.perf_counter()
         stream.synchronize(timeout_ms=-1)
         assert time.perf_counter() - start < 5
+
+
+def test_int_arguments_are_checked_before_ctypes_truncates_them(device: ab.Device) -> None:
+    """ctypes drops the high bits of an out-of-range int (2**32 + 5 arrives as an int32 5), so
+    the int32 / size arguments a caller chooses are checked first, with the parameter named."""
+    with ab.Stream(device) as stream, ab.DeviceBuffer(device, 64) as buf:
+        calls = sim.call_count("aclrtSynchronizeStreamWithTimeout")
+        for bad in (2 ** 31, 2 ** 32 + 5, -2):
+            with pytest.raises(ValueError, match=rf"timeout_ms: expected -1 \(no limit\).*got {bad}"):
+                stream.synchronize(timeout_ms=bad)
+        for bad in (1.5, True, "10"):
+            with pytest.raises(TypeError, match="timeout_ms: expected an int"):
+                stream.synchronize(timeout_ms=bad)  # type: ignore[arg-type]
+        assert sim.call_count("aclrtSynchronizeStreamWithTimeout") == calls  # nothing reached C
+        stream.synchronize(timeout_ms=np.int64(1000))  # numpy integers are ints
+        assert sim.call_count("aclrtSynchronizeStreamWithTimeout") == calls + 1
+
+        buf.memset(7)
+        for bad in (2 ** 32 + 5, -(2 ** 31) - 1):
+            with pytest.raises(ValueError, match=rf"memset value: expected an int in .*got {bad}"):
+                buf.memset(bad)
+        with pytest.raises(TypeError, match="memset value: expected an int"):
+            buf.memset(0.5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="memset nbytes: expected an int"):
+            buf.memset(0, nbytes=8.9)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="memset: range"):
+            buf.memset(0, nbytes=2 ** 64 + 8)  # would arrive as size_t 8
+        with pytest.raises(TypeError, match="upload offset: expected an int"):
+            buf.upload(np.zeros(2, np.float32), offset=1.0)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="copy_from source nbytes: expected an int"):
+            buf.copy_from(buf, nbytes=True)  # type: ignore[arg-type]
+        assert (buf.download(np.empty(64, np.uint8)) == 7).all()  # none of the failures wrote
+        buf.memset(0, nbytes=np.uint16(16))
+        assert buf.download(np.empty(64, np.uint8)).tolist() == [0] * 16 + [7] * 48
+    for bad in (2 ** 32 + 5, -1):
+        with pytest.raises(ValueError, match=rf"ms: expected a delay in \[0, 2\*\*31\) milliseconds, got {bad}"):
+            sim.set_delay(bad)
+    assert sim.set_delay(0) == 0  # the failed calls left the delay alone
