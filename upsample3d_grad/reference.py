@@ -915,12 +915,13 @@ class _Plan:
         everything = (slice(None),) * 5
         if self.copy_only or size == 0:
             return []
-        slices = all(isinstance(v, slice) for _, d, s in self._scat() for v in (d, s))
-        if not self.order and slices and _FORCE_CHUNKS is None:
-            # A pure scatter of slices is one strided assignment with no temporary: chunks would
-            # only add calls (measured ~10% on case (f) of benchmarks/run.py with 8 chunks).
-            return [(everything, everything, [], self._scat())]
-        if not self.order:  # pure scatter with index arrays: chunks bound the gathered temporary
+        if not self.order:  # pure scatter
+            scat = self._scat()
+            if _FORCE_CHUNKS is None and all(isinstance(v, slice) for _, d, s in scat for v in (d, s)):
+                # Slices make one strided assignment with no temporary: chunks would only add
+                # calls (measured ~10% on case (f) of benchmarks/run.py with 8 chunks).
+                return [(everything, everything, [], scat)]
+            # Index arrays gather a temporary, which chunks bound; chunk by gradInput size (the bigger one).
             size = math.prod(shape) // math.prod(d.out_size for d in self.dims)
             size *= math.prod(len(d.lo) - 1 for d in self.dims)
             est = 2 * size * _T_EL
