@@ -1018,9 +1018,10 @@ def _f16_to_f32(x: np.ndarray, out: np.ndarray) -> None:
         bits[special] = np.bitwise_or(fields, np.left_shift(np.right_shift(us, 15), 31))
 
 
-def _to_f32(x: np.ndarray) -> np.ndarray:
+def _to_f32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """A float32 copy of a float16 / bfloat16 chunk, so that every pass runs float32 loops."""
-    out = np.empty(x.shape, dtype=np.float32)
+    if out is None:
+        out = np.empty(x.shape, dtype=np.float32)
     if x.dtype == _F16:
         _f16_to_f32(x, out)
     else:
@@ -1028,10 +1029,35 @@ def _to_f32(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray) -> None:
+class _Scratch:
+    """float32 work arrays of one run of chunks, one per slot, reused from chunk to chunk.
+
+    A fresh ``np.empty`` per pass and chunk costs more than its pass: arrays of this size
+    come from mmap, so every chunk faults its pages in again (measured on case (b) of
+    benchmarks/run.py: about 0.5 of 3.1 ms).  Each thread's run of chunks has its own."""
+
+    __slots__ = ("_bufs",)
+
+    def __init__(self) -> None:
+        self._bufs: dict[int, np.ndarray] = {}
+
+    def get(self, slot: int, shape: Sequence[int]) -> np.ndarray:
+        """A C-contiguous float32 array of *shape* (contents undefined), reusing slot's memory."""
+        n = math.prod(shape)
+        buf = self._bufs.get(slot)
+        if buf is None or buf.size < n:
+            buf = np.empty(n, dtype=np.float32)
+            self._bufs[slot] = buf
+        return buf[:n].reshape(shape)
+
+
+def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray,
+                    scratch: _Scratch | None = None) -> None:
     """One chunk: reduce passes, then the scatter pass (or the final cast)."""
+    if scratch is None:
+        scratch = _Scratch()
     if ops and x.dtype != _F32:
-        x = _to_f32(x)
+        x = _to_f32(x, scratch.get(0, x.shape))
     direct = not scat and res.dtype == _F32
     last = len(ops) - 1
     for j, op in enumerate(ops):
@@ -1040,7 +1066,7 @@ def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any
         else:
             shape = list(x.shape)
             shape[op.axis] = len(op.info.lo) - 1
-            dst = np.empty(shape, dtype=np.float32)
+            dst = scratch.get(j + 1, shape)  # slot j + 1: never the slot x lives in
         op(x, dst)
         x = dst
     if scat:
@@ -1077,8 +1103,9 @@ if hasattr(os, "register_at_fork"):
 
 
 def _run_chunks(g: np.ndarray, chunks: list[_Chunk], res: np.ndarray) -> None:
+    scratch = _Scratch()
     for gi, ri, ops, scat in chunks:
-        _backward_chunk(g[gi], ops, scat, res[ri])
+        _backward_chunk(g[gi], ops, scat, res[ri], scratch)
 
 
 def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, threads: int = 1) -> None:

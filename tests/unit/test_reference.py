@@ -520,10 +520,10 @@ def test_threads_from_many_callers_and_errors_reach_the_caller(monkeypatch: pyte
         real = R._backward_chunk
         done: list[int] = []
 
-        def failing(x, ops, scat, res):  # type: ignore[no-untyped-def]
+        def failing(x, ops, scat, res, scratch=None):  # type: ignore[no-untyped-def]
             if res.base is not None and res.ctypes.data == want_last:
                 raise RuntimeError("chunk failed")
-            real(x, ops, scat, res)
+            real(x, ops, scat, res, scratch)
             done.append(1)
 
         plan = R._plan(gs[0].shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
@@ -559,6 +559,39 @@ def test_pure_scatter_chunks() -> None:
         plan = R._plan(g.shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
         assert plan.order == () and (len(plan.chunks) == 1) == one, (isz, len(plan.chunks))
         np.testing.assert_array_equal(R.upsample_nearest_exact3d_backward(g, osz, isz), slow_sum(g, osz, isz))
+
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=str)
+def test_chunks_reuse_their_work_arrays(monkeypatch: pytest.MonkeyPatch, dtype: type) -> None:
+    """The chunks of one call share one work array per pass (and one for the float16 copy):
+    every chunk asks for each slot, the memory is allocated once, and no pass writes the slot
+    it reads.  Chunks of unequal size (D-major blocks) use a prefix of the slot."""
+    rng = np.random.default_rng(19)
+    seen: list[tuple[object, int, np.ndarray]] = []  # holds every scratch and buffer: no address is reused
+    real = R._Scratch.get
+
+    def get(self, slot, shape):  # type: ignore[no-untyped-def]
+        arr = real(self, slot, shape)
+        seen.append((self, slot, arr.base))
+        return arr
+
+    monkeypatch.setattr(R._Scratch, "get", get)
+    for isz, osz, chunks, d_major in [((2, 4, 8, 16, 16), (16, 32, 32), 8, False),
+                                      ((2, 3, 17, 5, 6), (40, 9, 11), 17, True)]:
+        g = int_data(rng, (isz[0], isz[1], *osz), dtype)
+        seen.clear()
+        with engine(None, chunks, d_major):
+            plan = R._plan(g.shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
+            got = R.upsample_nearest_exact3d_backward(g, osz, isz)
+        np.testing.assert_array_equal(got, slow_sum(g, osz, isz).astype(dtype))
+        slots = {slot for _, slot, _ in seen}
+        assert len({id(run) for run, _, _ in seen}) == 1  # one scratch for the whole call
+        assert len(seen) == len(plan.chunks) * len(slots) and len(plan.chunks) > 1
+        for slot in slots:
+            # one allocation, plus one per growth when a later chunk is bigger
+            assert len({id(buf) for _, s, buf in seen if s == slot}) <= 2, slot
+        assert (0 in slots) == (dtype == np.float16)
 
 
 # --------------------------------------------------------------------------- out=
