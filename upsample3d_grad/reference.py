@@ -22,37 +22,29 @@ Both conventions are monotone maps, so both reduce to a table of window
 starts and share one summation engine.  Sums are accumulated in float32 and
 rounded once to the result dtype (float16 / bfloat16 included).
 
-The engine is separable (one pass per reduced dim) and picks, per dim, an
-identity copy, a pure scatter (every window holds at most one element), runs
-of equal-length windows summed as strided slices, sliding-window sums
-followed by a gather, or (innermost dim, float32) a BLAS matmul with a 0/1
-window matrix.  Work is split into cache-sized chunks, along (N, C) or, when
-the D windows are irregular, along blocks of D windows.  Only the window
-indices are exact; float32 summation order may differ between paths by a few
-ulps.  Plans (tables, pass order, chunks) are cached per call shape, so
-repeated calls with the same sizes and scales skip the planning.  Non-finite
-gradOut values only reach their own window: a matmul result that is not all
-finite (``0 * inf`` is nan) is recomputed by an additive method.  The matmul
+The summation engine (:mod:`upsample3d_grad._window_sums`) sums gradOut over
+those tables: separably, one pass per reduced dim, in cache-sized chunks,
+with a fast path for identity and pure-scatter dims.  Only the window indices
+are exact; float32 summation order may differ between its methods by a few
+ulps.  Window tables and plans are cached per call shape, so repeated calls
+with the same sizes and scales skip the planning.  One BLAS matmul method
 runs on as many threads as the BLAS library is set to use
-(``OPENBLAS_NUM_THREADS``); everything else runs on the calling thread.
-float16 and bfloat16 chunks are widened to float32 once, before the first
-pass (float16 by exact bit operations, faster than numpy's own cast).
+(``OPENBLAS_NUM_THREADS``); everything else runs on the calling thread unless
+``threads`` says otherwise.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import operator
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+
+from ._window_sums import Dim, Plan, run_backward, spatial_axes
 
 __all__ = [
     "CONVENTIONS",
@@ -157,9 +149,6 @@ def _check_array(name: str, arr: Any) -> np.ndarray:
 def _phys(layout: str, n: int, c: int, d: int, h: int, w: int) -> tuple[int, int, int, int, int]:
     return (n, c, d, h, w) if layout == "NCDHW" else (n, d, h, w, c)
 
-
-def _spatial_axes(layout: str) -> tuple[int, int, int]:
-    return (2, 3, 4) if layout == "NCDHW" else (1, 2, 3)
 
 
 # --------------------------------------------------------------------------
@@ -413,7 +402,7 @@ def upsample_nearest_exact3d(
     osz, isz = _check_sizes(output_size, (n, c, d, h, w))
     scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
     y = x
-    for k, ax in enumerate(_spatial_axes(layout)):
+    for k, ax in enumerate(spatial_axes(layout)):
         if convention == "cann":
             src = _owner(_lo_tables(osz, isz, scales, "cann")[k], osz[k])
         else:
@@ -421,238 +410,20 @@ def upsample_nearest_exact3d(
         y = np.take(y, np.maximum(src, 0), axis=ax)
         missing = np.nonzero(src < 0)[0]
         if missing.size:
-            y[_idx(ax, missing)] = 0
+            y[(slice(None),) * ax + (missing,)] = 0
     return np.ascontiguousarray(y)
 
 
 # --------------------------------------------------------------------------
-# Backward engine
+# Window tables and plans (cached per sizes, scales and convention)
 # --------------------------------------------------------------------------
-#
-# Both conventions give, per dim, a table ``lo`` of window starts.  A dim is
-# "identity" (lo == arange), "scatter" (every window holds at most one
-# gradOut element, e.g. downsampling) or "reduce".  Reduce dims are summed one
-# pass each (separably) in the order a small cost model finds cheapest; the
-# scatter dims are applied last in one strided assignment.  Work is split in
-# chunks of about _CHUNK_ELEMS gradOut elements (along N/C, then D windows) so
-# that the intermediates of a chunk stay in cache.
-
-# Cost model constants (seconds), rough figures for one x86 core.
-_T_CALL = 3.0e-6  # one numpy call issued from Python
-_T_EL = 0.2e-9  # per element read+written by an elementwise loop
-_T_LOOP = 10e-9  # per inner-loop invocation inside one numpy call
-_T_TAKE = 4e-9  # per slab copied by np.take
-_T_TAKE_EL = 2.5e-9  # per element gathered by a flat np.take (scattered reads)
-_T_STRIDED = 1.5e-9  # per element of a column op on the innermost dim (one cache line each)
-_BIG_RUN = 8  # window length from which a run is summed with one reduce call
-_SHORT_RUN = 8  # innermost dim: runs of fewer windows are summed window by window
-_CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
-_OVERHEAD_SHARE = 0.2  # at most this share of the estimated time for per-chunk Python overhead
-_MATMUL_MAX_WEIGHTS = 1 << 16  # largest 0/1 window matrix (elements, 256 KiB) method "matmul" builds and caches
-_FLOPS = 80e9  # float32 flops per second of a one-thread BLAS matmul (a multiply-add counts 2)
-_FORCE_METHOD: str | None = None  # tests: force "runs", "slide" or "matmul" (innermost dim) for every reduce pass
-_FORCE_CHUNKS: int | None = None  # tests: force the chunk count
-_D_MAJOR_CALLS = 4  # D passes of more numpy calls than this (irregular windows) are chunked D-major
-
-
-def _as_rows(a: np.ndarray) -> np.ndarray | None:
-    """``a`` as a 2-D view ``(-1, last dim)`` without copying, or None when strides forbid it."""
-    v = a.view()
-    try:
-        v.shape = (-1, a.shape[-1])
-    except (AttributeError, ValueError):
-        return None
-    return v
-
-
-def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
-    t: list[Any] = [slice(None)] * ndim
-    t[axis] = s
-    return tuple(t)
-
-
-def _as_index(values: np.ndarray) -> slice | np.ndarray:
-    """A slice when ``values`` is an arithmetic progression with step >= 1, else the array."""
-    n = len(values)
-    if n == 0:
-        return slice(0, 0)
-    first = int(values[0])
-    if n == 1:
-        return slice(first, first + 1)
-    step = int(values[1]) - first
-    if step >= 1 and int(values[-1]) == first + step * (n - 1) and np.all(np.diff(values) == step):
-        return slice(first, first + step * (n - 1) + 1, step)
-    return values
-
-
-class _TableInfo:
-    """A reduce dim's window table with what both summation methods need.
-
-    ``runs`` groups consecutive windows of equal length: window ``i0 + j`` of a
-    run of length ``ell`` covers ``[a + j*ell, a + (j+1)*ell)``, so a run is a
-    sum of ``ell`` strided slices (method "runs").  Method "slide" stores, for
-    every distinct window length, the sliding sums of that width in one slot of
-    a buffer and gathers every window with a single ``np.take``.  Method
-    "matmul" (innermost dim) multiplies rows by a 0/1 window matrix; a product
-    ``0 * inf`` would spread a non-finite value to other windows, so a result
-    that is not all finite is recomputed with an additive method.
-    """
-
-    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_ns", "_split_calls", "_slide", "_take", "_weights")
-
-    def __init__(self, lo: np.ndarray) -> None:
-        self.lo = lo
-        self.out_size = int(lo[-1])  # gradOut positions the windows can touch
-        lens = np.diff(lo)
-        starts = np.flatnonzero(np.diff(lens, prepend=-1))
-        ends = np.append(starts[1:], len(lens))
-        run_n = ends - starts
-        ell = lens[starts]
-        self.runs = list(zip(starts.tolist(), ends.tolist(), ell.tolist(), lo[starts].tolist()))
-        calls = np.where((ell <= 2) | (ell >= _BIG_RUN), 1, ell - 1)
-        self.run_calls = int(calls.sum())
-        # Cost-model sums.  adds: element operations per output of a run.
-        adds = np.where(ell <= 1, 1, np.where(ell >= _BIG_RUN, ell, ell - 1))
-        self._adds = float(np.dot(run_n, adds))
-        # When the reduced dim is the innermost one, short runs are summed window by
-        # window (numpy then loops along the long outer dim); the others loop along the run.
-        split = (run_n < _SHORT_RUN) & (ell >= 2) & (ell < _BIG_RUN)
-        ns = ~split
-        loops = np.where(ell >= _BIG_RUN, run_n, adds)
-        self._ns = (float(np.dot(run_n[ns], adds[ns])), float(loops[ns].sum()), int(calls[ns].sum()))
-        self._split_calls = int(np.dot(run_n[split], ell[split] - 1))
-        self._slide: tuple[list[int], dict[int, int], list[tuple[int, int]]] | None = None
-        self._take: np.ndarray | None = None
-        self._weights: np.ndarray | None = None
-
-    def slide_info(self) -> tuple[list[int], dict[int, int], list[tuple[int, int]]]:
-        """Distinct window lengths, their slot offsets, and the sliding-sum build steps."""
-        if self._slide is None:
-            lengths = sorted({ell for _, _, ell, _ in self.runs})
-            off, slot_off = 0, {}
-            for v in lengths:
-                slot_off[v] = off
-                off += 1 if v == 0 else self.out_size - v + 1
-            steps: list[tuple[int, int]] = []  # (w, l): S_w[p] = S_l[p] + S_(w-l)[p + l]
-            have = {1}
-
-            def build(w: int) -> None:
-                if w in have:
-                    return
-                left = w // 2 if w % 2 == 0 else w - 1
-                build(left)
-                build(w - left)
-                steps.append((w, left))
-                have.add(w)
-
-            for v in lengths:
-                build(max(v, 1))
-            self._slide = (lengths, slot_off, steps)
-        return self._slide
-
-    def take_idx(self) -> np.ndarray:
-        """Buffer position of every window's sum for the slide method."""
-        if self._take is None:
-            _, slot_off, _ = self.slide_info()
-            lens = np.diff(self.lo)
-            base = np.zeros(len(lens), dtype=np.int64)
-            for v, o in slot_off.items():
-                base[lens == v] = o
-            self._take = base + np.where(lens == 0, 0, self.lo[:-1])
-        return self._take
-
-    def weights(self) -> np.ndarray:
-        """0/1 matrix (gradOut positions ``lo[0]..lo[-1]``, windows) for method "matmul", cached."""
-        if self._weights is None:
-            lo = self.lo
-            span = np.arange(int(lo[0]), int(lo[-1]))
-            w = ((span[:, None] >= lo[None, :-1]) & (span[:, None] < lo[None, 1:])).astype(np.float32)
-            w.setflags(write=False)
-            self._weights = w
-        return self._weights
-
-    def cost(self, outer: int, inner: int, matmul: bool = True) -> tuple[str, float, int]:
-        """Cheapest method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls).
-
-        "matmul" (innermost dim only, *matmul* true) multiplies by :meth:`weights`; it is chosen
-        when its flops are cheaper than the additive methods, which stay the exact fallback."""
-        if inner > 1:
-            calls = self.run_calls
-            t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP) + calls * _T_CALL
-        else:
-            n_adds, n_loops, ns_calls = self._ns
-            calls = ns_calls + self._split_calls
-            t_runs = outer * (n_adds * _T_EL + n_loops * _T_LOOP) + calls * _T_CALL
-            t_runs += self._split_calls * outer * _T_STRIDED
-        best = ("runs", t_runs, calls)
-        forced = _FORCE_METHOD if _FORCE_METHOD != "matmul" or (matmul and inner == 1) else None
-        if forced is None and calls <= 4:
-            return best
-        if forced in (None, "slide"):
-            _, slot_off, steps = self.slide_info()
-            n_in = outer * self.out_size * inner
-            passes = len(steps) + (1 if 1 in slot_off else 0)
-            slide_calls = passes + (1 if 0 in slot_off else 0) + 1
-            t_slide = slide_calls * _T_CALL + passes * n_in * _T_EL  # flat sums: one loop each
-            t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + (_T_TAKE if inner > 1 else _T_TAKE_EL))
-            if forced == "slide" or t_slide < best[1]:
-                best = ("slide", t_slide, slide_calls)
-        n_win = len(self.lo) - 1
-        span = int(self.lo[-1] - self.lo[0])
-        if matmul and inner == 1 and forced in (None, "matmul") and span * n_win <= _MATMUL_MAX_WEIGHTS:
-            t_mm = 3 * _T_CALL + outer * (2.0 * span * n_win / _FLOPS + n_win * _T_EL)
-            if forced == "matmul" or t_mm < best[1]:
-                best = ("matmul", t_mm, 3)
-        return best
-
-
-def _classify(lo: np.ndarray, out_size: int) -> str:
-    lens = np.diff(lo)
-    if len(lens) == out_size and lo[0] == 0 and bool(np.all(lens == 1)):
-        return "identity"
-    if int(lens.max()) <= 1:
-        return "scatter"
-    return "reduce"
-
-
-def _scatter_index(lo: np.ndarray) -> tuple[slice | np.ndarray, slice | np.ndarray]:
-    """(gradInput indices, gradOut indices) of the one-element windows of a scatter dim."""
-    wins = np.flatnonzero(np.diff(lo) == 1)
-    return _as_index(wins), _as_index(lo[wins])
-
-
-class _Dim:
-    """Window table of one dim and its kind (cached per sizes, scale and convention)."""
-
-    __slots__ = ("lo", "out_size", "kind", "_info", "_scatter")
-
-    def __init__(self, lo: np.ndarray, out_size: int) -> None:
-        lo.setflags(write=False)
-        self.lo = lo
-        self.out_size = out_size
-        self.kind = _classify(lo, out_size)
-        self._info: _TableInfo | None = None
-        self._scatter: tuple[Any, Any] | None = None
-
-    @property
-    def info(self) -> _TableInfo:
-        if self._info is None:
-            self._info = _TableInfo(self.lo)
-        return self._info
-
-    @property
-    def scatter(self) -> tuple[Any, Any]:
-        if self._scatter is None:
-            self._scatter = _scatter_index(self.lo)
-        return self._scatter
-
 
 @functools.lru_cache(maxsize=512)
-def _dim(in_size: int, out_size: int, key: float | None, convention: str) -> _Dim:
+def _dim(in_size: int, out_size: int, key: float | None, convention: str) -> Dim:
     if convention == "cann":
         assert key is not None
-        return _Dim(_cann_lo(in_size, out_size, np.float32(key)), out_size)
-    return _Dim(_torch_lo(in_size, out_size, key), out_size)
+        return Dim(_cann_lo(in_size, out_size, np.float32(key)), out_size)
+    return Dim(_torch_lo(in_size, out_size, key), out_size)
 
 
 def _dim_keys(
@@ -680,461 +451,9 @@ def _lo_tables(
     return [_dim(*key).lo for key in _dim_keys(osz, isz, scales, convention)]
 
 
-class _AxisOp:
-    """One reduce pass along ``axis`` with a fixed summation method (and an additive fallback)."""
-
-    __slots__ = ("axis", "info", "method", "split", "rows", "fallback")
-
-    def __init__(self, axis: int, info: _TableInfo, method: str, split: bool, fallback: str = "runs") -> None:
-        self.rows: dict[tuple[int, int], np.ndarray] = {}
-        self.axis = axis
-        self.info = info
-        self.method = method
-        self.split = split  # innermost dim: sum short runs window by window
-        self.fallback = fallback  # additive method behind "matmul"
-
-    def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
-        method = self.method
-        if method == "matmul":
-            if x.dtype == _F32 and self._matmul(x, out):
-                return
-            method = self.fallback
-        if method == "runs":
-            self._runs(x, out)
-        else:
-            self._slide(x, out)
-
-    def _matmul(self, x: np.ndarray, out: np.ndarray) -> bool:
-        """out = x @ weights along the innermost axis; False (out then undefined) if the result
-        is not all finite, so that the caller sums exactly instead."""
-        lo = self.info.lo
-        drop: tuple[Any, ...] = (Ellipsis,) + (0,) * (x.ndim - 1 - self.axis)  # dims after the axis have size 1
-        src = x[_idx(self.axis, slice(int(lo[0]), int(lo[-1])), x.ndim)][drop]
-        out = out[drop]
-        w = self.info.weights()
-        src2, out2 = _as_rows(src), _as_rows(out)
-        with np.errstate(invalid="ignore", over="ignore"):  # 0 * inf: the check below catches it
-            if src2 is not None and out2 is not None:
-                np.matmul(src2, w, out=out2)
-            else:
-                np.matmul(src, w, out=out)
-        return bool(np.isfinite(out).all())
-
-    def _runs(self, x: np.ndarray, out: np.ndarray) -> None:
-        """out[.., i, ..] = sum of x over window i, one strided sum per run of equal windows."""
-        axis = self.axis
-        split = self.split
-        for i0, i1, ell, a in self.info.runs:
-            n = i1 - i0
-            if split and n < _SHORT_RUN and 2 <= ell < _BIG_RUN:
-                for j in range(n):
-                    s = a + j * ell
-                    dst = out[_idx(axis, i0 + j)]
-                    np.add(x[_idx(axis, s)], x[_idx(axis, s + 1)], out=dst, dtype=np.float32)
-                    for t in range(s + 2, s + ell):
-                        np.add(dst, x[_idx(axis, t)], out=dst, dtype=np.float32)
-                continue
-            dst = out[_idx(axis, slice(i0, i1))]
-            if ell == 0:
-                dst.fill(0)
-            elif ell == 1:
-                np.copyto(dst, x[_idx(axis, slice(a, a + n))], casting="unsafe")
-            elif ell < _BIG_RUN:
-                stop = a + n * ell
-                np.add(
-                    x[_idx(axis, slice(a, stop, ell))],
-                    x[_idx(axis, slice(a + 1, stop, ell))],
-                    out=dst,
-                    dtype=np.float32,
-                )
-                for t in range(2, ell):
-                    np.add(dst, x[_idx(axis, slice(a + t, stop, ell))], out=dst, dtype=np.float32)
-            else:
-                seg = x[_idx(axis, slice(a, a + n * ell))]
-                shape = seg.shape[:axis] + (n, ell) + seg.shape[axis + 1 :]
-                st = seg.strides
-                strides = st[:axis] + (st[axis] * ell, st[axis]) + st[axis + 1 :]
-                view = np.lib.stride_tricks.as_strided(seg, shape=shape, strides=strides, writeable=False)
-                np.add.reduce(view, axis=axis + 1, dtype=np.float32, out=dst)
-
-    def _slide(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Sliding sums of every window length into slots of one buffer, then one gather."""
-        if x.flags.c_contiguous and x.size:
-            self._slide_flat(x, out)
-            return
-        info = self.info
-        axis = self.axis
-        size = info.out_size
-        lengths, slot_off, steps = info.slide_info()
-        shape = list(x.shape)
-        shape[axis] = sum(1 if v == 0 else size - v + 1 for v in lengths)
-        buf = np.empty(shape, dtype=np.float32)
-
-        def slot(w: int) -> np.ndarray:
-            o = slot_off[w]
-            return buf[_idx(axis, slice(o, o + (1 if w == 0 else size - w + 1)))]
-
-        if 0 in slot_off:
-            slot(0).fill(0)
-        if 1 in slot_off:
-            np.copyto(slot(1), x[_idx(axis, slice(0, size))], casting="unsafe")
-        sums: dict[int, np.ndarray] = {1: x}
-        for w, left in steps:
-            sums[w] = np.add(
-                sums[left][_idx(axis, slice(0, size - w + 1))],
-                sums[w - left][_idx(axis, slice(left, left + size - w + 1))],
-                out=slot(w) if w in slot_off else None,
-                dtype=np.float32,
-            )
-        np.take(buf, info.take_idx(), axis=axis, out=out, mode="clip")
-
-
-    def _rows(self, outer: int, size: int) -> np.ndarray:
-        """Row of the flat slide buffer holding every (outer, window) sum, cached per chunk shape."""
-        key = (outer, size)
-        rows = self.rows.get(key)
-        if rows is None:
-            info = self.info
-            lengths, _, _ = info.slide_info()
-            slots = [v for v in lengths if v > 0]
-            slot = {v: k for k, v in enumerate(slots)}
-            lens = np.diff(info.lo)
-            zero_row = len(slots) * outer * size
-            sl = np.array([slot.get(int(v), 0) for v in lens], dtype=np.int64)
-            base = np.where(lens == 0, zero_row, sl * (outer * size) + info.lo[:-1])
-            step = np.where(lens == 0, 0, size)
-            rows = (base[None, :] + np.arange(outer, dtype=np.int64)[:, None] * step[None, :]).ravel()
-            rows.setflags(write=False)
-            if len(self.rows) > 8:
-                self.rows.clear()
-            self.rows[key] = rows
-        return rows
-
-    def _slide_flat(self, x: np.ndarray, out: np.ndarray) -> None:
-        """:meth:`_slide` on a C-contiguous input: the sliding sums run over the flat array
-        (one long loop each; sums that straddle rows are computed but never gathered), then
-        one ``np.take`` of whole rows."""
-        axis = self.axis
-        size = x.shape[axis]
-        inner = math.prod(x.shape[axis + 1 :])
-        outer = math.prod(x.shape[:axis])
-        n = outer * size * inner
-        lengths, _, steps = self.info.slide_info()
-        slots = [v for v in lengths if v > 0]
-        slot = {v: k for k, v in enumerate(slots)}
-        buf = np.empty(len(slots) * n + inner, dtype=np.float32)
-        buf[len(slots) * n :] = 0  # the zero row of empty windows
-        flat = x.reshape(-1)
-        if 1 in slot:
-            np.copyto(buf[slot[1] * n : slot[1] * n + n], flat, casting="unsafe")
-        sums: dict[int, np.ndarray] = {1: flat}
-        for w, left in steps:
-            m = n - (w - 1) * inner
-            dst = buf[slot[w] * n : slot[w] * n + m] if w in slot else np.empty(m, dtype=np.float32)
-            sums[w] = np.add(sums[left][:m], sums[w - left][left * inner : left * inner + m], out=dst,
-                             dtype=np.float32)
-        rows = self._rows(outer, size)
-        table = buf.reshape(-1, inner)
-        if out.flags.c_contiguous:
-            np.take(table, rows, axis=0, out=out.reshape(-1, inner))
-        else:
-            np.copyto(out, np.take(table, rows, axis=0).reshape(out.shape))
-
-
-def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray) -> None:
-    """Scatter pass: copy the one-element windows of the listed axes into ``out`` (already zeroed)."""
-    dst: list[Any] = [slice(None)] * 5
-    src: list[Any] = [slice(None)] * 5
-    for axis, d, s in scat:
-        dst[axis] = d
-        src[axis] = s
-    if sum(isinstance(v, np.ndarray) for v in dst) <= 1 and sum(isinstance(v, np.ndarray) for v in src) <= 1:
-        out[tuple(dst)] = x[tuple(src)]
-        return
-    dst_a = [np.arange(out.shape[k])[v] if not isinstance(v, np.ndarray) else v for k, v in enumerate(dst)]
-    src_a = [np.arange(x.shape[k])[v] if not isinstance(v, np.ndarray) else v for k, v in enumerate(src)]
-    out[np.ix_(*dst_a)] = x[np.ix_(*src_a)]
-
-
-_Chunk = tuple[tuple[Any, ...], tuple[Any, ...], list[_AxisOp], list[tuple[int, Any, Any]]]
-
-
-class _Plan:
-    """How to compute one call: pass order and methods, then the chunks."""
-
-    def __init__(self, shape: tuple[int, ...], layout: str, dims: tuple[_Dim, _Dim, _Dim]) -> None:
-        self.axes = _spatial_axes(layout)
-        self.dims = dims
-        kinds = [d.kind for d in dims]
-        self.copy_only = all(k == "identity" for k in kinds)
-        red = [k for k in range(3) if kinds[k] == "reduce"]
-        self.scatter = [k for k in range(3) if kinds[k] == "scatter"]
-        best: tuple[float, tuple[int, ...], list[tuple[str, str]], list[int]] | None = None
-        for order in itertools.permutations(red):
-            cost, methods, per_pass = self._cost(shape, order)
-            if best is None or cost < best[0]:
-                best = (cost, order, methods, per_pass)
-        assert best is not None
-        est, self.order, self.methods, self.pass_calls = best
-        calls = sum(self.pass_calls)
-        self.splits = [math.prod(shape[self.axes[k] + 1 :]) == 1 for k in self.order]
-        calls += 2 if self.scatter else 0
-        self.chunks = self._chunks(shape, layout, est, calls)
-
-    def _cost(self, shape: tuple[int, ...], order: tuple[int, ...]) -> tuple[float, list[tuple[str, str]], list[int]]:
-        """Estimated seconds, then (method, additive fallback) and numpy calls of each pass, of one pass order."""
-        cur = list(shape)
-        total, calls, methods = 0.0, [], []
-        for k in order:
-            ax = self.axes[k]
-            info = self.dims[k].info
-            outer, inner = math.prod(cur[:ax]), math.prod(cur[ax + 1 :])
-            m, t, c = info.cost(outer, inner)
-            total += t
-            calls.append(c)
-            methods.append((m, info.cost(outer, inner, matmul=False)[0] if m == "matmul" else m))
-            cur[ax] = len(self.dims[k].lo) - 1
-        return total, methods, calls
-
-    def _ops(self, d_info: _TableInfo | None = None) -> list[_AxisOp]:
-        ops = []
-        for k, (m, fallback), split in zip(self.order, self.methods, self.splits):
-            info = d_info if (k == 0 and d_info is not None) else self.dims[k].info
-            ops.append(_AxisOp(self.axes[k], info, m, split, fallback))
-        return ops
-
-    def _scat(self, d_lo: np.ndarray | None = None) -> list[tuple[int, Any, Any]]:
-        res = []
-        for k in self.scatter:
-            d, s = _scatter_index(d_lo) if (k == 0 and d_lo is not None) else self.dims[k].scatter
-            res.append((self.axes[k], d, s))
-        return res
-
-    def _chunks(self, shape: tuple[int, ...], layout: str, est: float, calls: int) -> list[_Chunk]:
-        size = math.prod(shape)
-        everything = (slice(None),) * 5
-        if self.copy_only or size == 0:
-            return []
-        if not self.order:  # pure scatter
-            scat = self._scat()
-            if _FORCE_CHUNKS is None and all(isinstance(v, slice) for _, d, s in scat for v in (d, s)):
-                # Slices make one strided assignment with no temporary: chunks would only add
-                # calls (measured ~10% on case (f) of benchmarks/run.py with 8 chunks).
-                return [(everything, everything, [], scat)]
-            # Index arrays gather a temporary, which chunks bound; chunk by gradInput size (the bigger one).
-            size = math.prod(shape) // math.prod(d.out_size for d in self.dims)
-            size *= math.prod(len(d.lo) - 1 for d in self.dims)
-            est = 2 * size * _T_EL
-        want = max(1, size // _CHUNK_ELEMS)
-        batch = (0, 1) if layout == "NCDHW" else (0,)
-        n_units = math.prod(shape[a] for a in batch)
-        lo_d = self.dims[0].lo
-        i_d = len(lo_d) - 1
-        share = _OVERHEAD_SHARE * max(est, size * _T_EL) / _T_CALL  # numpy calls the overhead share pays for
-        d_calls = self.pass_calls[self.order.index(0)] if 0 in self.order else 0
-        if d_calls > _D_MAJOR_CALLS and i_d >= 2:
-            # D-major: blocks of D windows over groups of (N, C) units.  A block's D pass only sums
-            # its own windows, so the D pass costs the same calls whatever the block count, and
-            # irregular D windows (one call per window) no longer multiply with the chunk count.
-            budget = max(1, int((share - d_calls) / (calls - d_calls + 3)))
-            n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
-            if n_chunks <= 1:
-                return [(everything, everything, self._ops(), self._scat())]
-            groups = min(n_units, max(1, -(-size // (i_d * _CHUNK_ELEMS))), n_chunks)
-            d_blocks = min(i_d, max(1, n_chunks // groups))
-            units = -(-n_units // groups)
-        else:
-            budget = max(1, int(share / (calls + 3)))
-            n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
-            if n_chunks <= 1:
-                return [(everything, everything, self._ops(), self._scat())]
-            units = max(1, n_units // n_chunks)
-            d_blocks = min(i_d, -(-n_chunks // n_units)) if n_chunks > n_units else 1
-        bsl: list[tuple[slice, ...]]
-        if layout == "NDHWC":
-            bsl = [(slice(a, min(a + units, shape[0])),) for a in range(0, shape[0], units)]
-        elif units < shape[1]:
-            bsl = [
-                (slice(a, a + 1), slice(b, min(b + units, shape[1])))
-                for a in range(shape[0])
-                for b in range(0, shape[1], units)
-            ]
-        else:
-            step = units // shape[1]
-            bsl = [(slice(a, min(a + step, shape[0])), slice(None)) for a in range(0, shape[0], step)]
-        d_ax = self.axes[0]
-        blocks: list[tuple[slice, slice, list[_AxisOp], list[tuple[int, Any, Any]]]] = []
-        if d_blocks == 1:
-            blocks.append((slice(None), slice(None), self._ops(), self._scat()))
-        else:
-            edges = [round(b * i_d / d_blocks) for b in range(d_blocks + 1)]
-            for i0, i1 in zip(edges[:-1], edges[1:]):
-                if i1 <= i0:
-                    continue
-                o0, o1 = int(lo_d[i0]), int(lo_d[i1])
-                local = lo_d[i0 : i1 + 1] - o0
-                d_info = _TableInfo(local) if self.dims[0].kind == "reduce" else None
-                blocks.append((slice(o0, o1), slice(i0, i1), self._ops(d_info), self._scat(local)))
-        chunks: list[_Chunk] = []
-        for bs in bsl:
-            for gd, rd, ops, scat in blocks:
-                gi: list[Any] = list(bs) + [slice(None)] * (5 - len(bs))
-                ri = list(gi)
-                gi[d_ax] = gd
-                ri[d_ax] = rd
-                chunks.append((tuple(gi), tuple(ri), ops, scat))
-        return chunks
-
-
 @functools.lru_cache(maxsize=128)
-def _plan(shape: tuple[int, ...], layout: str, keys: tuple[tuple[int, int, float | None, str], ...]) -> _Plan:
-    return _Plan(shape, layout, tuple(_dim(*k) for k in keys))  # type: ignore[arg-type]
-
-
-_F16 = np.dtype(np.float16)
-_F16_REBIAS = np.float32(2.0**112)  # 2 ** (127 - 15): float16 exponent bias to float32's
-
-
-def _f16_to_f32(x: np.ndarray, out: np.ndarray) -> None:
-    """Exact float16 -> float32 (every finite value, +-0, +-inf, nan payloads) with integer and
-    float32 ops on the bits: numpy's own float16 cast is a scalar loop, about twice slower.
-
-    The float16 bits, sign-extended to 32 bits and shifted left by 13, put the exponent and
-    mantissa fields at float32's mantissa position and the sign at bit 31 (the bits between
-    are cleared).  Read as float32, that is the value times 2 ** -112, subnormals included;
-    one multiply rebiases it.  Exponent 31 (inf, nan) would come out finite, with magnitude
-    >= 65536 (above float16's largest finite value 65504), and is patched.
-    """
-    u = x.view(np.uint16)
-    bits = out.view(np.uint32)
-    np.copyto(out.view(np.int32), u.view(np.int16))  # sign-extend: bit 15 fills bits 16..31
-    np.left_shift(bits, 13, out=bits)
-    np.bitwise_and(bits, np.uint32(0x8FFFE000), out=bits)  # sign (bit 31), exponent, mantissa
-    np.multiply(out, _F16_REBIAS, out=out)
-    if out.size and (out.max() >= 65536.0 or out.min() <= -65536.0):  # exponent 31 present
-        special = np.abs(out) >= 65536.0
-        us = u[special].astype(np.uint32)
-        fields = np.bitwise_or(np.left_shift(np.bitwise_and(us, 0x03FF), 13), np.uint32(0x7F800000))
-        bits[special] = np.bitwise_or(fields, np.left_shift(np.right_shift(us, 15), 31))
-
-
-def _to_f32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """A float32 copy of a float16 / bfloat16 chunk, so that every pass runs float32 loops."""
-    if out is None:
-        out = np.empty(x.shape, dtype=np.float32)
-    if x.dtype == _F16:
-        _f16_to_f32(x, out)
-    else:
-        np.copyto(out, x, casting="unsafe")  # ml_dtypes' bfloat16 cast is a fast bit shift
-    return out
-
-
-class _Scratch:
-    """float32 work arrays of one run of chunks, one per slot, reused from chunk to chunk.
-
-    A fresh ``np.empty`` per pass and chunk costs more than its pass: arrays of this size
-    come from mmap, so every chunk faults its pages in again (measured on case (b) of
-    benchmarks/run.py: about 0.5 of 3.1 ms).  Each thread's run of chunks has its own."""
-
-    __slots__ = ("_bufs",)
-
-    def __init__(self) -> None:
-        self._bufs: dict[int, np.ndarray] = {}
-
-    def get(self, slot: int, shape: Sequence[int]) -> np.ndarray:
-        """A C-contiguous float32 array of *shape* (contents undefined), reusing slot's memory."""
-        n = math.prod(shape)
-        buf = self._bufs.get(slot)
-        if buf is None or buf.size < n:
-            buf = np.empty(n, dtype=np.float32)
-            self._bufs[slot] = buf
-        return buf[:n].reshape(shape)
-
-
-def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray,
-                    scratch: _Scratch | None = None) -> None:
-    """One chunk: reduce passes, then the scatter pass (or the final cast)."""
-    if scratch is None:
-        scratch = _Scratch()
-    if ops and x.dtype != _F32:
-        x = _to_f32(x, scratch.get(0, x.shape))
-    direct = not scat and res.dtype == _F32
-    last = len(ops) - 1
-    for j, op in enumerate(ops):
-        if j == last and direct:
-            dst = res
-        else:
-            shape = list(x.shape)
-            shape[op.axis] = len(op.info.lo) - 1
-            dst = scratch.get(j + 1, shape)  # slot j + 1: never the slot x lives in
-        op(x, dst)
-        x = dst
-    if scat:
-        _expand(x, scat, res)
-    elif x is not res:
-        np.copyto(res, x, casting="unsafe")
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_WORKERS = 0
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """The shared worker pool, grown to at least *workers* threads."""
-    global _POOL, _POOL_WORKERS
-    with _POOL_LOCK:
-        if _POOL is None or _POOL_WORKERS < workers:
-            if _POOL is not None:
-                _POOL.shutdown(wait=False)  # running tasks finish; new ones go to the new pool
-            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="us3d-reference")
-            _POOL_WORKERS = workers
-        return _POOL
-
-
-def _forget_pool() -> None:
-    """After fork: the parent's worker threads do not exist in the child."""
-    global _POOL, _POOL_WORKERS, _POOL_LOCK
-    _POOL, _POOL_WORKERS, _POOL_LOCK = None, 0, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _run_chunks(g: np.ndarray, chunks: list[_Chunk], res: np.ndarray) -> None:
-    scratch = _Scratch()
-    for gi, ri, ops, scat in chunks:
-        _backward_chunk(g[gi], ops, scat, res[ri], scratch)
-
-
-def _run_backward(g: np.ndarray, plan: _Plan, res: np.ndarray, threads: int = 1) -> None:
-    """Sum every chunk of *plan* from *g* into *res* (already zeroed when the plan scatters)."""
-    if g.size == 0 or res.size == 0:
-        return
-    if plan.copy_only:  # identity in every dim: one element per window, nothing to add
-        np.copyto(res, g, casting="unsafe")
-        return
-    chunks = plan.chunks
-    # A pure scatter sums nothing: it is page faults and stores, which threads only contend on.
-    n = min(threads, len(chunks)) if plan.order else 1
-    if n <= 1:
-        _run_chunks(g, chunks, res)
-        return
-    # Contiguous runs of chunks, one per thread (the caller's thread takes the first).  Chunks
-    # write disjoint parts of res and each is summed the same way whatever the thread count,
-    # so results do not depend on it.
-    edges = [round(k * len(chunks) / n) for k in range(n + 1)]
-    pool = _pool(n - 1)
-    futures: list[Future[None]] = [pool.submit(_run_chunks, g, chunks[a:b], res)
-                                   for a, b in zip(edges[1:-1], edges[2:])]
-    try:
-        _run_chunks(g, chunks[edges[0] : edges[1]], res)
-    finally:
-        for f in futures:
-            f.exception()  # wait for every worker before returning or raising
-    for f in futures:
-        f.result()
+def _plan(shape: tuple[int, ...], layout: str, keys: tuple[tuple[int, int, float | None, str], ...]) -> Plan:
+    return Plan(shape, layout, tuple(_dim(*k) for k in keys))  # type: ignore[arg-type]
 
 
 def upsample_nearest_exact3d_backward(
@@ -1226,5 +545,5 @@ def upsample_nearest_exact3d_backward(
         res = out
         if plan.scatter:
             res.fill(0)
-    _run_backward(g, plan, res, threads)
+    run_backward(g, plan, res, threads)
     return res
