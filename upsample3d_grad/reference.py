@@ -106,6 +106,13 @@ def _as_int(name: str, value: Any) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
+def _int_tuple(name: str, values: Any) -> tuple[int, ...]:
+    """*values* as a tuple of ints; an error names the element (``name[k]``)."""
+    if all(type(v) is int for v in values):  # the usual case, without building every element's name
+        return tuple(values)
+    return tuple(_as_int(f"{name}[{k}]", v) for k, v in enumerate(values))
+
+
 def _check_sizes(output_size: Any, input_size: Any) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int]]:
     """Validate ``output_size`` (3 ints > 0) and ``input_size`` (N, C >= 0; D, H, W > 0)."""
     if isinstance(output_size, (str, bytes)) or not isinstance(output_size, (Sequence, np.ndarray)):
@@ -118,8 +125,7 @@ def _check_sizes(output_size: Any, input_size: Any) -> tuple[tuple[int, int, int
         raise ValueError(
             f"input_size must have length 5 (N, C, iD, iH, iW), got length {len(input_size)}: {input_size!r}"
         )
-    osz = tuple(_as_int(f"output_size[{k}]", v) for k, v in enumerate(output_size))
-    isz = tuple(_as_int(f"input_size[{k}]", v) for k, v in enumerate(input_size))
+    osz, isz = _int_tuple("output_size", output_size), _int_tuple("input_size", input_size)
     for k in range(3):
         if osz[k] <= 0:
             raise ValueError(f"output_size[{k}] ({_DIM_NAMES[k]}) must be > 0, got {osz[k]}")
@@ -427,9 +433,16 @@ def _dim(in_size: int, out_size: int, key: float | None, convention: str) -> Dim
 
 
 def _dim_keys(
-    osz: tuple[int, ...], isz: tuple[int, ...], scales: list[float | None], convention: str
+    osz: tuple[int, ...], isz: tuple[int, ...], scales: Sequence[float | None], convention: str
 ) -> tuple[tuple[int, int, float | None, str], ...]:
     """Cache keys of the three dims: the float32 factor (cann) or the per-dim scale (torch_cpu)."""
+    return _dim_keys_of(osz, isz, tuple(scales), convention)
+
+
+@functools.lru_cache(maxsize=512)
+def _dim_keys_of(
+    osz: tuple[int, ...], isz: tuple[int, ...], scales: tuple[float | None, ...], convention: str
+) -> tuple[tuple[int, int, float | None, str], ...]:
     if convention == "cann":
         use = all(_given(s) for s in scales)
         keys = []

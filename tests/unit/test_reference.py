@@ -651,6 +651,8 @@ def _g(shape=(1, 1, 2, 2, 2), dtype=np.float32) -> np.ndarray:
         (dict(layout="NHWC"), r"layout must be one of \('NCDHW', 'NDHWC'\), got 'NHWC'"),
         (dict(convention="cuda"), r"convention must be one of \('cann', 'torch_cpu'\), got 'cuda'"),
         (dict(output_size=(2, 2.5, 2)), r"output_size\[1\] must be an integer, got 2.5"),
+        (dict(input_size=[1, True, 1, 1, 1]), r"input_size\[1\] must be an integer, got True"),
+        (dict(input_size=(1, 1, 1, np.float32(1), 1)), r"input_size\[3\] must be an integer, got np.float32\(1.0\)"),
         (dict(scales_d=float("inf")), r"scales_d must be finite in float32 when > 0, got inf"),
         (dict(scales_h=1e39), r"scales_h must be finite in float32"),
         (dict(scales_w="2"), r"scales_w must be a real number or None, got '2'"),
@@ -666,6 +668,16 @@ def test_validation_messages(kwargs: dict, match: str) -> None:
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         R.upsample_nearest_exact3d_backward(**args)
+
+
+def test_sizes_accept_any_integer_type() -> None:
+    """Lists, tuples and numpy arrays of ints or numpy integers all give the same result."""
+    g = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    want = R.upsample_nearest_exact3d_backward(g, (2, 2, 2), (1, 1, 1, 1, 1))
+    assert want.ravel().tolist() == [36.0]
+    for osz, isz in [([2, 2, 2], [1, 1, 1, 1, 1]), (np.array([2, 2, 2]), np.array([1, 1, 1, 1, 1], np.int32)),
+                     ((np.int64(2), 2, np.uint8(2)), (1, np.int16(1), 1, 1, 1))]:
+        np.testing.assert_array_equal(R.upsample_nearest_exact3d_backward(g, osz, isz), want)
 
 
 def test_validation_ndhwc_shape_and_overlap() -> None:
