@@ -35,9 +35,11 @@ import numpy as np
 
 _F32 = np.dtype(np.float32)
 
+
 def spatial_axes(layout: str) -> tuple[int, int, int]:
     """Axes of D, H, W in the physical array of *layout*."""
     return (2, 3, 4) if layout == "NCDHW" else (1, 2, 3)
+
 
 # Cost model constants (seconds), rough figures for one x86 core.
 _T_CALL = 3.0e-6  # one numpy call issued from Python
@@ -224,7 +226,8 @@ def _scatter_index(lo: np.ndarray) -> tuple[slice | np.ndarray, slice | np.ndarr
 
 
 class Dim:
-    """Window table of one dim and its kind (cached per sizes, scale and convention)."""
+    """Window table of one dim, its kind and its summation data (built lazily).  The reference
+    caches one per sizes, scale and convention."""
 
     __slots__ = ("lo", "out_size", "kind", "_info", "_scatter")
 

@@ -156,7 +156,6 @@ def _phys(layout: str, n: int, c: int, d: int, h: int, w: int) -> tuple[int, int
     return (n, c, d, h, w) if layout == "NCDHW" else (n, d, h, w, c)
 
 
-
 # --------------------------------------------------------------------------
 # Index laws
 # --------------------------------------------------------------------------
