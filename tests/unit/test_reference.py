@@ -521,7 +521,7 @@ def test_threads_from_many_callers_and_errors_reach_the_caller(monkeypatch: pyte
         real = W._backward_chunk
         done: list[int] = []
 
-        def failing(x, ops, scat, res, scratch=None):  # type: ignore[no-untyped-def]
+        def failing(x, ops, scat, res, scratch):  # type: ignore[no-untyped-def]
             if res.base is not None and res.ctypes.data == want_last:
                 raise RuntimeError("chunk failed")
             real(x, ops, scat, res, scratch)
