@@ -97,6 +97,10 @@ def _check_scale(name: str, scale: Any) -> float | None:
     return value
 
 
+def _check_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> list[float | None]:
+    """Validate the three scale arguments (``scales_d``, ``scales_h``, ``scales_w``)."""
+    return [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+
 def _as_int(name: str, value: Any) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -208,7 +212,7 @@ def resolve_scales(
     if len(input_size) == 3:
         input_size = (1, 1, *input_size)
     osz, isz = _check_sizes(output_size, input_size)
-    scales = [_check_scale(f"scales_{n.lower()}", s) for n, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    scales = _check_scales(scales_d, scales_h, scales_w)
     if all(_given(s) for s in scales):
         return tuple(float(np.float32(s)) for s in scales)  # type: ignore[return-value]
     return tuple(float(np.float32(o) / np.float32(i)) for o, i in zip(osz, isz[2:]))  # type: ignore[return-value]
@@ -354,7 +358,7 @@ def convention_differences(
         Keys ``"D"``, ``"H"``, ``"W"``; values as in :func:`tie_mismatches`.
     """
     osz, isz = _check_sizes(output_size, input_size)
-    raw = [_check_scale(f"scales_{n.lower()}", s) for n, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    raw = _check_scales(scales_d, scales_h, scales_w)
     cann = resolve_scales(osz, isz, *raw)
     return {name: _mismatches(isz[k + 2], osz[k], cann[k], raw[k]) for k, name in enumerate(_DIM_NAMES)}
 
@@ -405,7 +409,7 @@ def upsample_nearest_exact3d(
     else:
         n, d, h, w, c = x.shape
     osz, isz = _check_sizes(output_size, (n, c, d, h, w))
-    scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    scales = _check_scales(scales_d, scales_h, scales_w)
     y = x
     for k, ax in enumerate(spatial_axes(layout)):
         if convention == "cann":
@@ -527,7 +531,7 @@ def upsample_nearest_exact3d_backward(
     convention = _check_choice("convention", convention, CONVENTIONS)
     g = _check_array("grad_output", grad_output)
     osz, isz = _check_sizes(output_size, input_size)
-    scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    scales = _check_scales(scales_d, scales_h, scales_w)
     threads = _as_int("threads", threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
