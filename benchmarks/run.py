@@ -359,9 +359,11 @@ def setup_overhead(batch: int, torch: Any, session: Any, c_floor: Optional[Calla
 
     def objects() -> None:
         go, gi = gos[0], gis[0]
-        with Tensor(go.shape, go.dtype, strides=go.strides, format=go.tensor.format, address=go.buffer.ptr) as tgo, \
-                Tensor(gi.shape, gi.dtype, strides=gi.strides, format=gi.tensor.format,
-                       address=gi.buffer.ptr) as tgi, IntArray(out3) as a_out, IntArray(in5) as a_in:
+        with Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                    storage_dims=go.tensor.storage_dims, address=go.buffer.ptr) as tgo, \
+                Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                       storage_dims=gi.tensor.storage_dims, address=gi.buffer.ptr) as tgi, \
+                IntArray(out3) as a_out, IntArray(in5) as a_in:
             OP(tgo, a_out, a_in, 0.0, 0.0, 0.0, tgi, stream=stream, workspace=session.workspace)
             stream.synchronize()
 

@@ -193,7 +193,7 @@ def _c_array(values: Sequence[int]) -> Any:
 class _TensorArgs:
     """The aclCreateTensor arguments of a device array, as ready ctypes objects."""
 
-    __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "address", "args")
+    __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "storage", "nstorage", "address", "args")
 
     def __init__(self, arr: DeviceArray) -> None:
         self.dims = _c_array(arr.shape)
@@ -202,13 +202,15 @@ class _TensorArgs:
         self.strides = _c_array(arr.strides)
         self.offset = c_int64(arr.offset)
         self.format = int(arr.tensor.format)  # C int (aclFormat)
+        self.storage = _c_array(arr.tensor.storage_dims)
+        self.nstorage = c_uint64(len(arr.tensor.storage_dims))
         self.set_address(arr.buffer.ptr)
 
     def set_address(self, address: int) -> None:
         self.address = c_void_p(address)
-        # storage dims = view dims, as DeviceArray's own tensor (and the official sample) does
-        self.args = (self.dims, self.ndim, self.dtype, self.strides, self.offset, self.format, self.dims, self.ndim,
-                     self.address)
+        # the storage is DeviceArray's own tensor's: 1-D, the whole buffer (cann-abi.md §8.1)
+        self.args = (self.dims, self.ndim, self.dtype, self.strides, self.offset, self.format, self.storage,
+                     self.nstorage, self.address)
 
 
 class PreparedCall:
@@ -319,9 +321,9 @@ class PreparedCall:
         go, gi = self._go, self._gi
         self._tensors = (
             Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                   address=go.buffer.ptr),
+                   storage_dims=go.tensor.storage_dims, address=go.buffer.ptr),
             Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                   address=gi.buffer.ptr))
+                   storage_dims=gi.tensor.storage_dims, address=gi.buffer.ptr))
         self._arrays = (IntArray(self.output_size), IntArray(self.input_size))
         # the executor keeps the tensors and arrays it refers to alive (if the call is dropped unclosed)
         size, executor = OP.get_workspace_size(self._tensors[0], *self._arrays, *self.scales, self._tensors[1],
@@ -429,6 +431,11 @@ class PreparedCall:
             self._explain_rebind(arr, is_input, old, other)
         ptr = arr.buffer.ptr
         args = self._go_args if is_input else self._gi_args
+        if arr.tensor.storage_dims != old.tensor.storage_dims:
+            # a one-shot call describes the new buffer (a plan's executor keeps its phase-1 storage, which
+            # covers the same view: only phase 1 checks it, cann-abi.md §8.1)
+            args.storage = _c_array(arr.tensor.storage_dims)
+            args.nstorage = c_uint64(len(arr.tensor.storage_dims))
         if self.plan and ptr != args.address.value:
             if not self._device.is_current():
                 self._device.activate()

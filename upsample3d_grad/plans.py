@@ -31,14 +31,15 @@ PlanKey = tuple[Any, ...]
 
 def plan_key(go: DeviceArray, gi: DeviceArray, output_size: tuple[int, ...], input_size: tuple[int, ...],
              scales: tuple[float, float, float]) -> PlanKey:
-    """Everything phase 1 depends on, except the device addresses."""
+    """Everything phase 1 depends on, except the device addresses (the storage dims too, as nnopbase's op cache)."""
     return (go.shape, go.dtype.str, go.layout, go.strides, go.offset, gi.shape, gi.dtype.str, gi.layout, gi.strides,
-            gi.offset, output_size, input_size, scales)
+            gi.offset, output_size, input_size, scales, go.tensor.storage_dims, gi.tensor.storage_dims)
 
 
 def _borrowed_tensor(arr: DeviceArray) -> Tensor:
+    # the same description as the array's own tensor: 1-D storage of the whole buffer (cann-abi.md §8.1)
     return Tensor(arr.shape, arr.dtype, strides=arr.strides, offset=arr.offset, format=arr.tensor.format,
-                  address=arr.buffer.ptr)
+                  storage_dims=arr.tensor.storage_dims, address=arr.buffer.ptr)
 
 
 class Plan:

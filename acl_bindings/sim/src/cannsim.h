@@ -112,7 +112,9 @@ typedef struct {                 /* aclCANNPackageVersion, 512 bytes (§1.1) */
 #define ACLNN_ERR_PARAM_NULLPTR 161001
 #define ACLNN_ERR_PARAM_INVALID 161002
 #define ACLNN_ERR_RUNTIME_ERROR 361001
+#define ACLNN_ERR_INNER 561000
 #define ACLNN_ERR_INNER_CREATE_EXECUTOR 561101
+#define ACLNN_ERR_INNER_NULLPTR 561103
 
 /* ---------------------------------------------------------------- simulator object layouts */
 #define CANNSIM_MAX_DIMS 25      /* generous cap on tensor rank accepted by aclCreateTensor */

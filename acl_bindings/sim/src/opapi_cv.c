@@ -70,6 +70,60 @@ static int view_bytes(const aclTensor *t, int itemsize, const char **lo, uint64_
     return 0;
 }
 
+/* nnopbase's IsContiguous (OPB src/nnopbase/composite_op/utils/tensor_view_utils.cpp): a tensor with 0 or 1
+   elements is contiguous; otherwise the strides of the dims longer than 1 must be the row-major ones. */
+static int view_is_contiguous(const aclTensor *t) {
+    int64_t numel = 1;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        if (t->dims[i] == 0) return 1;
+        if (__builtin_mul_overflow(numel, t->dims[i], &numel)) numel = INT64_MAX;
+    }
+    if (numel <= 1) return 1;
+    int64_t want = 1;
+    for (int64_t i = t->ndim - 1; i >= 0; i--) {
+        if (t->dims[i] == 1) continue;
+        if (t->strides[i] != want) return 0;
+        if (__builtin_mul_overflow(want, t->dims[i], &want)) return 0;
+    }
+    return 1;
+}
+
+/* nnopbase's Validate (same file), which l0op::Contiguous (gradOut) and the ViewCopy back to a non-contiguous
+   gradInput depend on: in elements, max = offset + sum(max(0, stride*(dim-1))) and min = offset +
+   sum(min(0, stride*(dim-1))) need max + 1 <= product(storageDims) and min >= 0 (cann-abi.md §8.1).  A failure
+   there makes phase 1 return ACLNN_ERR_INNER_NULLPTR (OCV aclnn_upsample_nearest_exact3d_backward.cpp,
+   CHECK_RET after Contiguous / ViewCopy).  Returns 0, or 561103 with a message naming the tensor. */
+static int check_view_in_storage(const char *func, const char *name, const aclTensor *t) {
+    if (view_is_contiguous(t)) return 0;
+    __int128 mx = t->offset, mn = t->offset, storage = 1;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        __int128 span = (__int128)t->strides[i] * (__int128)(t->dims[i] - 1);
+        if (span > 0) mx += span;
+        else mn += span;
+    }
+    for (int64_t i = 0; i < t->nstorage; i++) {
+        storage *= t->storage[i];
+        if (storage > ((__int128)1 << 100)) storage = (__int128)1 << 100;
+    }
+    if (mx + 1 <= storage && mn >= 0) return 0;
+    char dims[200] = "", strides[200] = "", sdims[200] = "";
+    size_t a = 0, b = 0, c = 0;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        a += (size_t)snprintf(dims + a, a < sizeof dims ? sizeof dims - a : 0, "%s%" PRId64, i ? "," : "", t->dims[i]);
+        b += (size_t)snprintf(strides + b, b < sizeof strides ? sizeof strides - b : 0, "%s%" PRId64, i ? "," : "",
+                              t->strides[i]);
+    }
+    for (int64_t i = 0; i < t->nstorage; i++)
+        c += (size_t)snprintf(sdims + c, c < sizeof sdims ? sizeof sdims - c : 0, "%s%" PRId64, i ? "," : "",
+                              t->storage[i]);
+    return cannsim_fail(ACLNN_ERR_INNER_NULLPTR,
+                        "%s: %s (view [%s], strides [%s], offset %" PRId64 ") reaches elements %lld to %lld but its "
+                        "storage [%s] holds %lld elements: a non-contiguous view must lie inside its declared "
+                        "storage (nnopbase Validate; declare the whole buffer's element count as the storage)",
+                        func, name, dims, strides, t->offset, (long long)mn, (long long)mx, sdims,
+                        (long long)storage);
+}
+
 /* Check that a tensor's data lies in live device memory (lock held).  Returns 0 or 161002. */
 static int check_tensor_memory(const char *func, const char *name, const aclTensor *t, const char **lo,
                                uint64_t *bytes) {
@@ -200,6 +254,9 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
         return ACLNN_SUCCESS;
     }
 
+    /* l0op::Contiguous(gradOut) comes right after the empty-tensor return; ViewCopy into gradInput last */
+    if ((rc = check_view_in_storage(P1, "gradOut", &go))) return rc;
+    if ((rc = check_view_in_storage(P1, "gradInput", &gi))) return rc;
     if ((rc = check_memory(P1, &go, &gi, NULL, 0, NULL))) return rc;
 
     int64_t out3[3] = {go_size[2], go_size[3], go_size[4]};
