@@ -52,6 +52,7 @@ from acl_bindings._lib import recent_error_message
 
 from . import checks
 from ._api import OP
+from .plans import plan_storage
 
 if TYPE_CHECKING:
     from .session import DeviceArray, Session
@@ -319,11 +320,13 @@ class PreparedCall:
     def _prepare(self, plan: bool) -> None:
         """Phase 1 once: learn the workspace size; keep a repeatable executor when *plan*."""
         go, gi = self._go, self._gi
+        # a plan's own storage description, as the Session's plans (upsample3d_grad.plans: the op cache)
+        storage = plan_storage if plan else tuple
         self._tensors = (
             Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                   storage_dims=go.tensor.storage_dims, address=go.buffer.ptr),
+                   storage_dims=storage(go.tensor.storage_dims), address=go.buffer.ptr),
             Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                   storage_dims=gi.tensor.storage_dims, address=gi.buffer.ptr))
+                   storage_dims=storage(gi.tensor.storage_dims), address=gi.buffer.ptr))
         self._arrays = (IntArray(self.output_size), IntArray(self.input_size))
         # the executor keeps the tensors and arrays it refers to alive (if the call is dropped unclosed)
         size, executor = OP.get_workspace_size(self._tensors[0], *self._arrays, *self.scales, self._tensors[1],

@@ -222,6 +222,8 @@ class Session:
         self._closed = False
         self.calls = 0
         self.last_workspace_size = 0
+        #: Which path the latest call took: ``"plan"`` (a repeatable executor) or ``"one-shot"`` (both phases)
+        self.last_path = ""
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -480,18 +482,18 @@ class Session:
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: tuple[float, float, float], gi: DeviceArray) -> int:
         """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size."""
+        plan: Optional[Plan] = None
         if self.use_plans:
             key = plan_key(go, gi, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), scales)
-            plan, kept = self.plans.get(key, lambda: Plan(go, gi, key[10], key[11], scales), self._sync_if_pending)
-            try:
-                size = plan.run(go, gi, self.workspace, self.stream)
-            finally:
-                if not kept:
-                    plan.close()
+            plan = self.plans.get(key, lambda: Plan(go, gi, key[10], key[11], scales), self._sync_if_pending)
+        if plan is not None:
+            size = plan.run(go, gi, self.workspace, self.stream)
+            self.last_path = "plan"
         else:
             with IntArray(list(output_size)) as out_arr, IntArray(list(input_size)) as in_arr:
                 size = OP(go.tensor, out_arr, in_arr, *scales, gi.tensor, stream=self.stream,
                           workspace=self.workspace, keep=(go, gi, out_arr, in_arr))
+            self.last_path = "one-shot"
         self._pending = True
         self.calls += 1
         self.last_workspace_size = size

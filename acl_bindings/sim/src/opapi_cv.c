@@ -198,6 +198,18 @@ static void fill_array(const aclIntArray *a, us3d_array_meta *m) {
     for (uint64_t i = 0; i < a->len && i < 8; i++) m->vals[i] = a->vals[i];
 }
 
+/* An array's values in the op-cache key, from the copy made under the lock (arrays longer than the copy fail
+   phase 1's length checks, so they never reach a usable entry). */
+static void key_array(cannsim_key *k, const us3d_array_meta *m) {
+    const char sep = ',';
+    if (m) {
+        uint64_t n = m->len < 8 ? (uint64_t)m->len : 8;
+        cannsim_key_bytes(k, m->vals, n * sizeof(int64_t));
+        cannsim_key_bytes(k, &m->len, sizeof m->len);
+    }
+    cannsim_key_bytes(k, &sep, 1);
+}
+
 CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     const aclTensor *gradOut, const aclIntArray *outputSize, const aclIntArray *inputSize, double scalesD,
     double scalesH, double scalesW, aclTensor *gradInput, uint64_t *workspaceSize, aclOpExecutor **executor) {
@@ -232,13 +244,39 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
                             bad[0] == 'g' ? "aclTensor" : "aclIntArray",
                             bad[0] == 'g' ? "aclCreateTensor" : "aclCreateIntArray");
 
+    const aclTensor *ins[1] = {gradOut};
+    const aclTensor *outs[1] = {gradInput};
+    const aclIntArray *arrays[2] = {outputSize, inputSize};
+    cannsim_exec_io io = {ins, 1, outs, 1, arrays, 2, "gradOut,gradInput,outputSize,inputSize"};
+
+    /* L2_DFX_PHASE_1: the op cache answers before any check (cann-abi.md §8.6) */
+    cannsim_key key;
+    cannsim_key_init(&key, P1);
+    cannsim_key_tensor(&key, gradOut ? &go : NULL, 0);
+    key_array(&key, outputSize ? &mos : NULL);
+    key_array(&key, inputSize ? &mis : NULL);
+    cannsim_key_bytes(&key, &scalesD, sizeof scalesD);
+    cannsim_key_bytes(&key, &scalesH, sizeof scalesH);
+    cannsim_key_bytes(&key, &scalesW, sizeof scalesW);
+    cannsim_key_tensor(&key, gradInput ? &gi : NULL, gradInput && gradInput == gradOut ? 0 : 1);
+    uint64_t cached_ws = 0;
+    aclOpExecutor *hit = cannsim_cache_lookup(P1, OP, &key, &io, &cached_ws);
+    if (hit) {
+        /* (stricter than the device: the addresses must still lie in live device memory) */
+        if ((rc = check_memory(P1, &go, &gi, NULL, 0, NULL))) {
+            cannsim_executor_consume(hit); /* discarded; the message stays */
+            return rc;
+        }
+        *workspaceSize = cached_ws;
+        *executor = hit;
+        return ACLNN_SUCCESS;
+    }
+
     char msg[600];
     msg[0] = 0;
     rc = us3d_check(&mgo, &mos, &mis, scalesD, scalesH, scalesW, &mgi, 0, msg, sizeof msg);
     if (rc) return cannsim_fail(rc, "%s: %s", P1, msg[0] ? msg : "invalid arguments");
 
-    const aclTensor *ins[1] = {gradOut};
-    const aclTensor *outs[1] = {gradInput};
     int64_t go_size[5], go_stride[5], gi_size[5], gi_stride[5];
     ncdhw(&go, go_size, go_stride);
     ncdhw(&gi, gi_size, gi_stride);
@@ -247,8 +285,9 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     od.dtype = go.dtype;
 
     if (go_size[0] == 0 || go_size[1] == 0) { /* empty gradOut (§5.1 step 4): nothing to launch */
-        aclOpExecutor *e = cannsim_executor_create(P1, OP, ins, 1, outs, 1, 0, 1, &od, sizeof od);
+        aclOpExecutor *e = cannsim_executor_create(P1, OP, &io, 0, 1, &od, sizeof od);
         if (!e) return ACLNN_ERR_INNER_CREATE_EXECUTOR;
+        cannsim_cache_add(e, &key);
         *workspaceSize = 0;
         *executor = e;
         return ACLNN_SUCCESS;
@@ -266,8 +305,9 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     if (ws == UINT64_MAX)
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: the workspace for these sizes does not fit in 64 bits", P1);
 
-    aclOpExecutor *e = cannsim_executor_create(P1, OP, ins, 1, outs, 1, ws, 0, &od, sizeof od);
+    aclOpExecutor *e = cannsim_executor_create(P1, OP, &io, ws, 0, &od, sizeof od);
     if (!e) return ACLNN_ERR_INNER_CREATE_EXECUTOR;
+    cannsim_cache_add(e, &key);
     *workspaceSize = ws;
     *executor = e;
     return ACLNN_SUCCESS;
