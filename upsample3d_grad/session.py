@@ -46,6 +46,7 @@ from . import checks
 from ._api import OP
 from .fastpath import PreparedCall, cached_check_params
 from .plans import Plan, PlanCache, plan_key
+from .torch_interop import host_view, is_tensor
 
 __all__ = ["Session", "DeviceArray"]
 
@@ -295,7 +296,7 @@ class Session:
 
     # ------------------------------------------------------------------ arrays
     def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
-        """Copy *array* to the device, keeping its strides and offset (no host copy).
+        """Copy *array* (numpy, or a CPU torch tensor) to the device, keeping its strides and offset (no host copy).
 
         For a view into a larger numpy array, the bytes from the base array's start (when
         that prefix is no larger than the view's own span) to the view's last element go
@@ -304,6 +305,7 @@ class Session:
         offset 0.
         """
         self._check_open()
+        array = host_view(array, param)  # a CPU torch tensor: its numpy view (TypeError for another device)
         spec = checks.spec_of(array, layout, param)  # 161002: not a numpy array, dtype, layout
         if spec is None:
             raise checks.AclnnParamError(161001, checks.PHASE1, f"{param}: expected a numpy array but got None")
@@ -368,8 +370,8 @@ class Session:
         Parameters
         ----------
         grad_output:
-            numpy array (float32, float16, bfloat16) or :class:`DeviceArray`; ``[N,C,oD,oH,oW]``
-            for NCDHW, ``[N,oD,oH,oW,C]`` for NDHWC.  Any positive strides.
+            numpy array (float32, float16, bfloat16), CPU torch tensor or :class:`DeviceArray`;
+            ``[N,C,oD,oH,oW]`` for NCDHW, ``[N,oD,oH,oW,C]`` for NDHWC.  Any positive strides.
         output_size, input_size:
             ``(oD, oH, oW)`` and ``(N, C, iD, iH, iW)`` (always NCDHW order).
         scales_d, scales_h, scales_w:
@@ -377,14 +379,19 @@ class Session:
         layout:
             ``"NCDHW"`` or ``"NDHWC"``.
         out:
-            Preallocated result (numpy or :class:`DeviceArray`), written and returned.
+            Preallocated result (numpy, CPU torch tensor or :class:`DeviceArray`), written and returned.
         strict:
             Enforce the documented limits CANN leaves unchecked (see :mod:`upsample3d_grad.checks`).
 
         Returns
         -------
-        numpy array when *grad_output* is numpy (after a stream sync), else a :class:`DeviceArray`.
+        *out* when given; else a numpy array when *grad_output* is numpy or a CPU tensor (after a
+        stream sync), a :class:`DeviceArray` when it is one.  A torch tensor on another device than
+        the CPU raises :class:`TypeError`.
         """
+        out_tensor = out if is_tensor(out) else None
+        grad_output = host_view(grad_output, "gradOut (grad_output)")
+        out = host_view(out, "gradInput (out)", writable=True)
         with self._lock:
             self._check_open()
             self._check_device_arrays(grad_output, out)
@@ -437,7 +444,7 @@ class Session:
                         pass
                 raise
             _run_all([arr.close for arr in owned])
-            return result
+            return out_tensor if out_tensor is not None else result
 
     def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray, plan: bool = True,
