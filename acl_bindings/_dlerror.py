@@ -48,8 +48,8 @@ def _header(path: str) -> tuple[int, int, int] | None:
         return None
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
-    order = "little" if head[5] == 1 else "big"
-    return head[4], head[5], int.from_bytes(head[18:20], order)
+    machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+    return head[4], head[5], machine
 
 
 def elf_mismatch(path: str) -> str | None:

@@ -179,7 +179,8 @@ def test_libopapi_serves_what_the_split_libraries_lack(tmp_path: Path, variants:
 def test_builtin_libopapi_of_the_opp_package(tmp_path: Path, variants: dict[str, Path]) -> None:
     import platform
 
-    lib = tmp_path / "opp" / "built-in" / "op_impl" / "ai_core" / "tbe" / "op_api" / "lib" / "linux" / platform.machine()
+    lib = tmp_path / "opp" / "built-in" / "op_impl" / "ai_core" / "tbe" / "op_api" / "lib" / "linux"
+    lib = lib / platform.machine()
     lib.mkdir(parents=True)
     shutil.copy(variants["legacy"] / "libopapi.so", lib / "libopapi.so")
     tree = tmp_path / "root" / "lib64"
