@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import atexit
 import numbers
-import os
 import threading
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ._env import default_device
 from .session import Session
 
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "default_session",
@@ -32,7 +32,7 @@ def default_session() -> Session:
     global _default
     with _lock:
         if _default is None or _default.closed:
-            _default = Session(int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0")))
+            _default = Session(default_device())
             atexit.register(close_default_session)
         return _default
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 import platform
 import sys
 import time
@@ -57,7 +56,7 @@ from acl_bindings import (
 )
 from acl_bindings.enums import enum_name
 
-from . import checks, reference
+from . import _env, checks, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import Session
 
@@ -591,6 +590,5 @@ def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dic
     return merged
 
 
-def default_device() -> int:
-    """``$UPSAMPLE3D_GRAD_DEVICE`` or 0."""
-    return int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0"))
+#: ``$UPSAMPLE3D_GRAD_DEVICE`` or 0 (a bad value is a ValueError naming the variable).
+default_device = _env.default_device

@@ -250,6 +250,55 @@ def test_vendor_config_ini(tmp_path: Path, variants: dict[str, Path]) -> None:
     assert info["op"] == str(lib / "libcust_opapi.so") and "config.ini" in info["op_via"]
 
 
+def test_relative_custom_opp_path_is_made_absolute_when_read(tmp_path: Path, variants: dict[str, Path]) -> None:
+    pkg = tmp_path / "pkg" / "op_api" / "lib"
+    pkg.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", pkg / "libcust_opapi.so")
+    code = ("import os, acl_bindings\n"
+            "b = acl_bindings.load_backend()\n"
+            "print([p for p, _ in b.op_candidates])\n"
+            "os.chdir('/')  # a chdir between choosing the libraries and the first operator call\n"
+            "print(b.find_op_symbol('aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize')[1].path)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+                          env=_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_CUSTOM_OPP_PATH="pkg"))
+    candidates, op = proc.stdout.splitlines()[:2]
+    assert all(os.path.isabs(p) for p in eval(candidates)), candidates  # a printed list of paths
+    assert op == str(pkg / "libcust_opapi.so"), proc.stdout + proc.stderr
+
+
+def test_relative_opp_path_is_made_absolute_when_read(tmp_path: Path, variants: dict[str, Path]) -> None:
+    lib = tmp_path / "opp" / "vendors" / "custom_cv" / "op_api" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", lib / "libcust_opapi.so")
+    (tmp_path / "opp" / "vendors" / "config.ini").write_text("load_priority=custom_cv\n")
+    code = ("import os, acl_bindings\n"
+            "b = acl_bindings.load_backend()\n"
+            "os.chdir('/')\n"
+            "print(b.find_op_symbol('aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize')[1].path)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+                          env=_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH="opp"))
+    assert proc.stdout.strip() == str(lib / "libcust_opapi.so"), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", ["../../evil", "../evil", "..", "sub/../../../evil", "/abs/evil"])
+def test_vendor_names_that_leave_the_vendors_folder_are_refused(name: str, tmp_path: Path,
+                                                                variants: dict[str, Path]) -> None:
+    vendors = tmp_path / "opp" / "vendors"
+    good = vendors / "custom_cv" / "op_api" / "lib"
+    good.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", good / "libcust_opapi.so")
+    for evil in {(vendors / name).resolve(), tmp_path / "evil", Path("/abs/evil")}:
+        if str(evil).startswith(str(tmp_path)):  # never write outside the test's folder
+            (evil / "op_api" / "lib").mkdir(parents=True, exist_ok=True)
+            shutil.copy(variants["custom"] / "libcust_opapi.so", evil / "op_api" / "lib" / "libcust_opapi.so")
+    (vendors / "config.ini").write_text(f"load_priority={name},custom_cv\n")
+    proc = _run(PROBE, ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH=str(tmp_path / "opp"))
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info["op"] == str(good / "libcust_opapi.so"), proc.stderr
+    assert "LoaderWarning" in proc.stderr and f"vendor name {name!r} is not a single folder name" in proc.stderr
+    assert str(vendors / "config.ini") in proc.stderr
+
+
 def test_backend_cann_fails_clearly_without_cann() -> None:
     proc = _run("import acl_bindings; acl_bindings.load_backend()", ACL_BINDINGS_BACKEND="cann")
     assert proc.returncode != 0
