@@ -54,7 +54,7 @@ from acl_bindings import (
     contiguous_strides,
     load_backend,
 )
-from acl_bindings.enums import enum_name
+from acl_bindings.enums import dtype_name, enum_name
 
 from . import _env, checks, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
@@ -344,7 +344,7 @@ def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[
     entry = _base_entry(session.device.id, "bad_input", f"bad: {case.label}")
     go = case.grad_out
     fmt = enum_name(Format, go.format) if go else ""
-    entry.update(dtype=enum_name(DataType, go.dtype) if go else "", layout=fmt, shape=list(go.shape) if go else [],
+    entry.update(dtype=dtype_name(go.dtype) if go else "", layout=fmt, shape=list(go.shape) if go else [],
                  result_shape=list(case.grad_in.shape) if case.grad_in else [],
                  output_size=list(case.output_size) if case.output_size is not None else None,
                  input_size=list(case.input_size) if case.input_size is not None else None,
