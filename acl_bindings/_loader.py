@@ -49,6 +49,7 @@ reported as such.
 
 from __future__ import annotations
 
+import _ctypes
 import configparser
 import ctypes
 import logging
@@ -286,8 +287,6 @@ def _exports(dll: ctypes.CDLL, path: str, symbols: tuple[str, ...], tried: list[
 def _unload(dll: ctypes.CDLL) -> None:
     """dlclose a library that is not used after all: left loaded, it would stand in for the simulator's
     library of the same soname when the simulator is loaded next."""
-    import _ctypes
-
     try:
         _ctypes.dlclose(dll._handle)  # type: ignore[attr-defined]
     except (OSError, AttributeError):  # pragma: no cover - nothing more to do

@@ -197,6 +197,17 @@ def test_library_users_get_a_warning(trees: dict[str, tuple[Path, str]]) -> None
     assert fallback.startswith(_fallback_line(root, reason)) and fallback.endswith("; using the simulator")
 
 
+@pytest.mark.parametrize("case", ["nnopbase-fails", "wrong-library"])
+def test_a_runtime_given_up_is_unloaded(case: str, trees: dict[str, tuple[Path, str]]) -> None:
+    # left mapped, its exported symbols would come before the simulator's in the global scope
+    root, _ = trees[case]
+    code = ("import acl_bindings\n"
+            "b = acl_bindings.load_backend()\n"
+            "print(b.kind, any(str(line).find('" + str(root) + "') >= 0 for line in open('/proc/self/maps')))\n")
+    proc = _run(["-W", "ignore", "-c", code], ASCEND_HOME_PATH=str(root))
+    assert proc.stdout.split() == ["sim", "False"], proc.stdout + proc.stderr
+
+
 def test_backend_cann_names_the_failure(trees: dict[str, tuple[Path, str]]) -> None:
     root, reason = trees["missing-dependency"]
     proc = _run(["-m", "acl_bindings"], ASCEND_HOME_PATH=str(root), ACL_BINDINGS_BACKEND="cann")
