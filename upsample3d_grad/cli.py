@@ -308,7 +308,7 @@ def _smoke_here(args: argparse.Namespace, device_id: int, argv: list[str]) -> in
     env = smoke.environment()
     print(f"CANN {env['cann_version'] or '?'} | SoC {env['soc_name']} - {env['soc_note']} | "
           f"operator in {env['operator_library'] or 'NOT FOUND'}")
-    print(f"device {device_id}; tolerances: fp32 {smoke.tolerance_text('float32')}; fp16/bf16 one rounding "
+    print(f"device {device_id}; tolerances: float32 {smoke.tolerance_text('float32')}; float16/bfloat16 one rounding "
           "(eps*|ref|) + the same absolute term")
     t0 = time.perf_counter()
 
