@@ -17,9 +17,11 @@ that load wins); a folder on a path with a ``stub`` component is never searched
 4. the default roots ``/usr/local/Ascend/cann`` and
    ``/usr/local/Ascend/ascend-toolkit/latest`` (``lib64``, ``<arch>-linux/lib64``).
 
-Operator symbols are looked up per symbol, in this order (cann-abi.md §4.1, §8.7;
-nnopbase's own list is ``NnopbaseGetOppApiPath`` in hicann/opbase
-``src/nnopbase/individual_op/executor/indv_collector.cpp``):
+Operator symbols are looked up per symbol, in this order (cann-abi.md §4.1, §8.7; as in
+nnopbase's own list, ``NnopbaseGetOppApiPath`` in hicann/opbase
+``src/nnopbase/individual_op/executor/indv_collector.cpp``, custom packages come first and
+``libopapi.so`` last; among the split libraries the operator's own, ``libopapi_cv.so``, is
+tried first):
 
 1. custom operator packages: ``<e>/op_api/lib/libcust_opapi.so`` for each entry of
    ``$ASCEND_CUSTOM_OPP_PATH``;
