@@ -87,13 +87,12 @@ NNOPBASE_ESSENTIAL = ("aclCreateTensor",)
 INSTALL_VARS = ("ACL_BINDINGS_LIB_DIR", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 
 FIX_HINT = (
-    "To use a real CANN install, run `source /usr/local/Ascend/cann/set_env.sh` (CANN 8.5+/9.x) or "
-    "`source /usr/local/Ascend/ascend-toolkit/set_env.sh` (CANN 8.x) in the shell, before starting Python: "
-    "it sets LD_LIBRARY_PATH, through which CANN's libraries find the libraries they need (the driver's, "
-    "libc_sec.so, each other), and the dynamic linker reads it only when the process starts. Setting "
-    "ASCEND_HOME_PATH (or ACL_BINDINGS_LIB_DIR, the folder holding libascendcl.so and libnnopbase.so) finds the "
-    "libraries themselves but not those dependencies, and setting it inside a running Python (os.environ) "
-    "does not help with them. "
+    "To use a real CANN install, source its environment script in the shell before starting Python: "
+    "`source /usr/local/Ascend/cann/set_env.sh` (CANN 8.5+/9.x) or `source /usr/local/Ascend/ascend-toolkit/"
+    "set_env.sh` (CANN 8.x). It sets LD_LIBRARY_PATH, which the dynamic linker reads only when a process starts and "
+    "through which CANN's libraries find the ones they need (the driver's, libc_sec.so, each other): setting "
+    "ASCEND_HOME_PATH or ACL_BINDINGS_LIB_DIR (a folder holding libascendcl.so and libnnopbase.so), or os.environ "
+    "inside Python, finds the libraries but not those dependencies. "
     "To use the CPU simulator instead, set ACL_BINDINGS_BACKEND=sim (or auto)."
 )
 

@@ -280,7 +280,7 @@ def _smoke(args: argparse.Namespace) -> int:
         return EXIT_NO_LIBRARY
     if args.require_npu and backend.is_simulator:
         print("--require-npu: only the CPU simulator is available, so no NPU can be tested. "
-              "Source CANN's set_env.sh (or set ASCEND_HOME_PATH), or drop --require-npu.", file=sys.stderr)
+              "Source CANN's set_env.sh before starting Python, or drop --require-npu.", file=sys.stderr)
         return EXIT_USAGE
     from acl_bindings import AclError, device_count
 
