@@ -1444,6 +1444,13 @@ CANNSIM_API aclError aclrtFree(void *devPtr) {
                               devPtr);
         goto out;
     }
+    if (a->dev != c->dev) { /* device memory belongs to its device's contexts (cann-abi.md §8.3) */
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtFree: %p belongs to device %d but the current context is on device %d (make a "
+                          "context of device %d current first)",
+                          devPtr, a->dev, c->dev, a->dev);
+        goto out;
+    }
     stream_t *user = pending_user(a->base);
     if (user) {
         rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
