@@ -240,6 +240,28 @@ def test_after_finalize_new_work_fails_clearly_and_old_objects_close_quietly(tmp
     assert report["aclFinalizeReference"] == 1 and report["aclFinalize"] == 0
 
 
+def test_close_after_finalize_is_quiet_with_prepared_calls(tmp_path: Path) -> None:
+    code = """
+        import numpy as np
+        import acl_bindings as ab
+        import upsample3d_grad as ug
+        s = ug.Session(0)
+        go, gi = s.upload(np.ones((1, 1, 2, 2, 2), np.float32)), s.empty((1, 1, 1, 1, 1))
+        plan = s.prepare(go, (2, 2, 2), (1, 1, 1, 1, 1), out=gi)
+        one_shot = s.prepare(go, (2, 2, 2), (1, 1, 1, 1, 1), out=gi, plan=False)
+        print(plan().download().item(), one_shot().download().item())
+        ab.finalize()
+        s.close()
+        plan.close()
+        one_shot.close()
+        print("closed", s.closed, plan.closed, one_shot.closed)
+    """
+    proc, report = _run(code, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == ["8.0 8.0", "closed True True True"]
+    assert report["aclFinalizeReference"] == 1 and report["initialized_at_exit"] is False
+
+
 # --------------------------------------------------------------------------- fork
 
 def test_forked_child_gets_a_clear_error_and_exits_quietly(tmp_path: Path) -> None:
@@ -297,6 +319,55 @@ def test_forked_child_gets_a_clear_error_and_exits_quietly(tmp_path: Path) -> No
     assert child["aclFinalize"] == child["aclFinalizeReference"] == 0  # the child neither finalised ...
     assert child["live"]["device_buffer"] > 0  # ... nor released the parent's handles
     assert report["aclFinalizeReference"] == 1 and report["initialized_at_exit"] is False
+
+
+FORK_AFTER_IMPORT = """
+    import json, multiprocessing as mp, os, sys
+    import numpy as np
+    import upsample3d_grad as ug
+
+    def work(k):
+        g = np.full((1, 1, 2, 2, 2), float(k), np.float32)
+        with ug.Session(0) as s:
+            return [s.backward(g, (2, 2, 2), (1, 1, 1, 1, 1)).item(),
+                    ug.upsample_nearest_exact3d_backward(g, (2, 2, 2), (1, 1, 1, 1, 1)).item()]
+
+    if __name__ == "__main__":
+        if sys.argv[1] == "os.fork":
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    os.write(w, json.dumps(work(1)).encode())
+                finally:
+                    os.close(w)
+                sys.exit(0)  # a normal exit: atexit handlers run in the child too
+            os.close(w)
+            data = b""
+            while chunk := os.read(r, 1 << 16):
+                data += chunk
+            _, status = os.waitpid(pid, 0)
+            got = [json.loads(data or b"null"), os.waitstatus_to_exitcode(status)]
+        else:
+            with mp.get_context("fork").Pool(2) as pool:
+                got = pool.map(work, [1, 2, 3])
+        print(json.dumps({"child": got, "parent": work(4)}))
+"""
+
+
+@pytest.mark.parametrize("how", ["os.fork", "multiprocessing"])
+def test_fork_after_a_bare_import_works(how: str, tmp_path: Path) -> None:
+    """Nothing was initialised before the fork, so the child may use the package; so may the parent."""
+    proc, report = _run(FORK_AFTER_IMPORT, tmp_path, args=(how,))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    out = json.loads(proc.stdout)
+    if how == "os.fork":
+        assert out["child"] == [[8.0, 8.0], 0]
+    else:
+        assert out["child"] == [[8.0, 8.0], [16.0, 16.0], [24.0, 24.0]]
+    assert out["parent"] == [32.0, 32.0]
+    assert report["initialized_at_exit"] is False
 
 
 def test_spawned_workers_are_the_way(tmp_path: Path) -> None:
