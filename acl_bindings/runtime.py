@@ -116,8 +116,20 @@ def _finalize_at_exit() -> None:
         pass  # nothing useful can be done at interpreter exit; never print from here
 
 
-_get_current = None  # aclrtGetCurrentContext without argtypes or errcheck (bound on first use)
-_ctx_out = threading.local()
+_get_current: Any = None  # aclrtGetCurrentContext without argtypes or errcheck (bound on first use)
+_ctx_out = threading.local()  # .v: this thread's (c_void_p, byref of it) for the result
+
+
+def _bind_get_current() -> Any:
+    global _get_current
+    _get_current = lib.lean("aclrtGetCurrentContext", release_gil=False)
+    return _get_current
+
+
+def _new_out() -> tuple[c_void_p, Any]:
+    out = c_void_p()
+    pair = _ctx_out.v = (out, byref(out))
+    return pair
 
 
 def current_context() -> int:
@@ -126,16 +138,13 @@ def current_context() -> int:
     Raises :class:`AclError` for any other failure (100001 after finalisation, for example).
     Wraps: aclrtGetCurrentContext.
     """
-    global _get_current
-    fn = _get_current
-    if fn is None:
-        fn = _get_current = lib.lean("aclrtGetCurrentContext", release_gil=False)
-    out = getattr(_ctx_out, "v", None)
-    if out is None:
-        out = _ctx_out.v = c_void_p()
-    out.value = None
-    rc = fn(byref(out))
-    if rc == 0:
+    fn = _get_current or _bind_get_current()
+    try:
+        out, ref = _ctx_out.v
+    except AttributeError:
+        out, ref = _new_out()
+    rc = fn(ref)
+    if not rc:
         return out.value or 0
     message = recent_error_message()  # read (and clear) it on this thread in both cases
     if rc == _codes.ACL_ERROR_RT_CONTEXT_NULL:
@@ -159,16 +168,20 @@ class _Guard:
     def __enter__(self) -> Device:
         device = self._device
         ctx = device.context
-        outer = getattr(_tls, "ctx", 0)
+        try:
+            outer = _tls.ctx
+        except AttributeError:
+            outer = 0
         if outer == ctx and ctx:
             return device  # nested in a guard of the same context: it is current, and stays so
         if _forked[0]:
             _check_fork()
-        device._check_open()
         prev = current_context()
         if prev != ctx:
+            device._check_open()
             _set_current(ctx)
-        self._outer, self._prev = outer, prev
+        self._outer = outer
+        self._prev = prev
         _tls.ctx = ctx
         return device
 
@@ -314,10 +327,8 @@ class Device(Resource):
 
         False in a forked child, so that :meth:`activate` then raises there.
         """
-        if _forked[0] or self.closed:
-            return False
         try:
-            return current_context() == self.context
+            return not _forked[0] and current_context() == self.context
         except AclError:
             return False
 

@@ -405,8 +405,11 @@ class PreparedCall:
                 self._rebind(out, False)
             if self._go.buffer.closed or self._gi.buffer.closed:
                 self._check_arrays_open()
-            with self._device.active():
+            if self._device.is_current():  # (read from the runtime: nothing to switch, nothing to restore)
                 self._run()
+            else:
+                with self._device.active():
+                    self._run()
             self.calls += 1
             return self._gi
         finally:

@@ -12,8 +12,10 @@ aclTensor's strides and offset; nothing is copied on the host) and come back wit
 :meth:`DeviceArray.download`.  :meth:`Session.backward` is the one-call form: numpy
 (or device arrays) in, numpy (or a device array) out.
 
-Every public method makes the session's context current on the calling thread,
-so a session made on one thread works on another.
+Every public method makes the session's context current on the calling thread for
+the call, and the caller's current context current again afterwards (the device
+guard, :meth:`acl_bindings.Device.active`), so a session made on one thread works
+on another, and other libraries' devices stay as they set them.
 """
 
 from __future__ import annotations
