@@ -253,13 +253,7 @@ def acl_version() -> tuple[int, int, int] | None:
 
 
 def _reset_device(device_id: int) -> None:
-    prev = current_context()
-    lib.aclrtResetDevice(device_id)
-    if prev and current_context() != prev:
-        try:
-            _set_current(prev)  # the thread's context survives the reset when another user still holds it
-        except AclError:
-            pass  # it was this device's default context and the reset released it: nothing to restore
+    lib.aclrtResetDevice(device_id)  # the default context stays (and stays current) while others hold it
 
 
 class Device(Resource):
@@ -284,10 +278,7 @@ class Device(Resource):
                                        f"device id {device_id} does not fit in an int32")
         ensure_initialized()
         self.id = device_id
-        try:
-            prev = current_context()
-        except AclError:
-            prev = 0  # aclrtSetDevice reports the real problem
+        prev = current_context()
         lib.aclrtSetDevice(device_id)
         self._own(_reset_device, device_id)
         try:

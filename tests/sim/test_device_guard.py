@@ -212,6 +212,11 @@ def test_two_sessions_on_two_devices_interleaved_on_one_thread(foreign: Foreign)
                 calls[1 - i]()
                 assert np.allclose(out[1 - i].download(), want[1 - i], rtol=1e-5, atol=1e-6)
                 assert foreign.context() == mine and foreign.device() == 0, k
+        # closing a session on the caller's device leaves the caller's (shared) default context current
+        assert foreign.context() == mine
+        buf = C.c_void_p()
+        foreign.ok(foreign.rt.aclrtMalloc(C.byref(buf), 64, 0))
+        foreign.ok(foreign.rt.aclrtFree(buf))
     finally:
         foreign.ok(foreign.rt.aclrtResetDevice(0))
 

@@ -163,9 +163,10 @@ def _context_switch() -> Scenario:
     def setup() -> dict:
         # one-shot calls: with plans, whether an address update runs would depend on where malloc puts things
         s1 = Session(1, plans=False)
-        s0 = Session(0, plans=False)  # the thread's current context is now device 0's
+        s0 = Session(0, plans=False)
         s1.backward(SAMPLE, OUT_SIZE, IN_SIZE)
         s0.backward(SAMPLE, OUT_SIZE, IN_SIZE)
+        s0.device.activate()  # the thread's current context is now device 0's (calls restore what they find)
         return {"s0": s0, "s1": s1, "sessions": [s0, s1]}
 
     def op(state: dict) -> Any:

@@ -1014,8 +1014,7 @@ static aclError reset_impl(const char *func, int32_t deviceId, int force) {
         goto out;
     }
     d->refs = force ? 0 : d->refs - 1;
-    ctx_t *c = current_ctx();
-    if (c && c == d->def) set_current(NULL);
+    /* the default context (and so the thread's current one) goes only with the last reference */
     if (d->refs == 0 && d->def) {
         ctx_t *def = d->def;
         d->def = NULL;
