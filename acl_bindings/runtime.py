@@ -179,7 +179,12 @@ class _Guard:
         prev = current_context()
         if prev != ctx:
             device._check_open()
-            _set_current(ctx)
+            _tls.ctx = 0  # unknown while it switches: a finalizer running meanwhile reads the runtime
+            try:
+                _set_current(ctx)
+            except BaseException:
+                _tls.ctx = outer
+                raise
         self._outer = outer
         self._prev = prev
         _tls.ctx = ctx
@@ -189,16 +194,20 @@ class _Guard:
         outer = self._outer
         if outer is None:
             return
-        _tls.ctx = outer
         prev = self._prev
-        if prev and prev != self._device.context:
-            try:
-                _set_current(prev)
-            except AclError:
-                if exc_type is None:
-                    raise
-        # With no previous context there is none to restore: aclrtSetCurrentContext refuses NULL
-        # (RT src/acl/aclrt_impl/context.cpp), so this device's context stays current.
+        if not prev or prev == self._device.context:
+            # (with no previous context there is none to restore: aclrtSetCurrentContext refuses NULL,
+            # RT src/acl/aclrt_impl/context.cpp; this device's context stays current)
+            _tls.ctx = outer if prev else 0
+            return
+        _tls.ctx = 0  # unknown until the previous context is current again
+        try:
+            _set_current(prev)
+        except AclError:
+            if exc_type is None:
+                raise
+            return
+        _tls.ctx = outer
 
 
 def device_count() -> int:

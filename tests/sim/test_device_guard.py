@@ -248,3 +248,25 @@ def test_objects_of_another_device_collected_during_calls_keep_the_device(foreig
         gc.set_threshold(*old)
         foreign.ok(foreign.rt.aclrtResetDevice(0))
     assert (moved, wrong) == (0, 0)
+
+
+def test_a_release_while_the_guard_switches_reads_the_runtime(foreign: Foreign,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finalizer that runs between the switch and the guard's own bookkeeping (here: right after
+    aclrtSetCurrentContext) must not trust the enclosing guard's context: it frees on its device."""
+    from acl_bindings import runtime
+
+    with ab.Device(0) as d0, ab.Device(1) as d1:
+        held = [ab.DeviceBuffer(d1, 64)]
+        live = sim.live_handles()["device_buffer"]
+        real = runtime._set_current
+
+        def set_current(ctx: int) -> None:
+            real(ctx)
+            if ctx == d0.context and held:
+                held.pop()  # the last reference: its finalizer frees it now, on this thread
+
+        monkeypatch.setattr(runtime, "_set_current", set_current)
+        with d1.active(), d0.active():  # a device-0 call inside a device-1 one
+            pass
+        assert not held and sim.live_handles()["device_buffer"] == live - 1  # freed, not refused
