@@ -65,13 +65,19 @@ def ensure_initialized() -> None:
     """Call ``aclInit(NULL)`` once per process (thread-safe).  Wraps: aclInit.
 
     Both 0 and 100002 (initialised already, by another component) hold one reference,
-    released at exit (see the module docstring).
+    released at exit (see the module docstring).  After :func:`finalize` it raises
+    :class:`AclError` (100001): nothing made then could be released.
     """
     global _initialized, _first
     _check_fork()
-    if _initialized:
+    if _initialized and not STATE.finalized:
         return
     with _init_lock:
+        if STATE.finalized:  # its handles would never be released: refuse instead of leaking silently
+            raise AclError.from_status(
+                _codes.ACL_ERROR_UNINITIALIZE, "aclInit",
+                "not called again: this process already gave its ACL reference back (acl_bindings.finalize()); "
+                "nothing made after that could be released")
         if _initialized:
             return
         try:

@@ -180,6 +180,10 @@ FOREIGN = """
         foreign.first_use()
     if len(sys.argv) > 2:
         ab.finalize()  # explicitly, before exit
+        try:
+            ug.Session(0)  # (the runtime may still be up for the foreign client: refused all the same)
+        except ab.AclError as exc:
+            print("after finalize:", type(exc).__name__, exc.code, exc.func, flush=True)
     print("main done", flush=True)
 """
 
@@ -204,7 +208,8 @@ def test_a_foreign_client_keeps_its_runtime_through_our_exit(variant: str, order
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == ""
     lines = proc.stdout.splitlines()
-    assert lines == ["[36.0, 100.0, 164.0, 228.0]", "main done", "foreign exit hook: ok"], lines
+    after = ["after finalize: AclStateError 100001 aclInit"] if explicit else []
+    assert lines == ["[36.0, 100.0, 164.0, 228.0]", *after, "main done", "foreign exit hook: ok"], lines
     assert report["used_after_torn_down_under_them"] == 0
     assert report["aclInit"] == 2
     ours_first = order == "ours-first"
@@ -224,8 +229,9 @@ def test_explicit_finalize_without_the_reference_call(no_reference_tree: Path, t
     says so loudly."""
     proc, report = _run(FOREIGN, tmp_path, no_reference_tree, "ours-first", "finalize")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines()[:2] == ["[36.0, 100.0, 164.0, 228.0]", "main done"]
-    assert "100001" in proc.stdout.splitlines()[2] and "tore the runtime down" in proc.stdout
+    assert proc.stdout.splitlines()[:3] == ["[36.0, 100.0, 164.0, 228.0]",
+                                            "after finalize: AclStateError 100001 aclInit", "main done"]
+    assert "100001" in proc.stdout.splitlines()[3] and "tore the runtime down" in proc.stdout
     assert proc.stderr.startswith("cannsim: aclrtMemset: the runtime was used after aclFinalize tore it down")
     assert report["aclFinalize"] == 1 and report["references_torn_down_by_aclFinalize"] == 1
     assert report["used_after_torn_down_under_them"] >= 4

@@ -236,7 +236,7 @@ def test_after_finalize_new_work_fails_clearly_and_old_objects_close_quietly(tmp
     """
     proc, report = _run(code, tmp_path)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert proc.stdout.splitlines() == ["AclStateError 100001 aclrtGetCurrentContext", "closed True True"]
+    assert proc.stdout.splitlines() == ["AclStateError 100001 aclInit", "closed True True"]
     assert report["aclFinalizeReference"] == 1 and report["aclFinalize"] == 0
 
 
