@@ -301,8 +301,8 @@ class Device(Resource):
             lib.aclrtGetCurrentContext(byref(ctx))
             self.context: int = int(ctx.value or 0)
         finally:
-            if prev:
-                _set_current(prev)
+            if prev and prev != getattr(self, "context", 0):
+                _set_current(prev)  # aclrtSetDevice made this device's context current
 
     def active(self) -> _Guard:
         """The device guard: ``with device.active():`` runs its body with this device's context

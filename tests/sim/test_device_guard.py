@@ -270,3 +270,24 @@ def test_a_release_while_the_guard_switches_reads_the_runtime(foreign: Foreign,
         with d1.active(), d0.active():  # a device-0 call inside a device-1 one
             pass
         assert not held and sim.live_handles()["device_buffer"] == live - 1  # freed, not refused
+
+
+def test_on_a_thread_with_no_context_the_sessions_stays_current(foreign: Foreign) -> None:
+    """As documented: with none current before, there is none to go back to (aclrtSetCurrentContext
+    refuses NULL), so the session's context is current after its calls."""
+    import threading
+
+    seen: dict[str, Any] = {}
+
+    def work() -> None:
+        seen["before"] = foreign.context()
+        with Session(1) as s:
+            seen["result"] = s.backward(SAMPLE, *ARGS).ravel().tolist()
+            seen["after"] = foreign.context()
+            seen["ours"] = s.device.context
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen["before"] == 0 and seen["result"] == EXPECTED
+    assert seen["after"] == seen["ours"]
