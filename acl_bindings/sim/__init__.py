@@ -16,6 +16,13 @@ report of live handles and init/finalize counts at exit), ``CANN_SIM_OP_CACHE=0`
 ``DISABLE_L2_CACHE``: no op cache; ``ACLNN_CACHE_LIMIT`` bounds it), ``CANN_SIM_REPEATABLE=0``
 (``aclSetAclOpExecutorRepeatable`` refuses every executor, 561000).
 
+``aclInit`` is reference-counted and ``aclFinalizeReference`` exported as in CANN (cann-abi.md
+§8.2).  A runtime used after a plain ``aclFinalize`` tore it down while other references were held
+answers 100001 with a message saying so, prints the first such use on stderr and counts them in the
+report.  Releases without ``aclFinalizeReference`` are modelled by a tree built with
+``build(root, finalize_reference=False)`` (``build.py --no-finalize-reference``), whose runtime does
+not export it; point ``ACL_BINDINGS_LIB_DIR`` at it.
+
 Simulator-only status code: :data:`STALE_HANDLE` (990101), where the device would silently read
 freed memory or stale addresses: a tensor or int array destroyed between the phases, or an address
 update that an op-cache wrapper would ignore.
