@@ -233,8 +233,8 @@ class PreparedCall:
         ``(scalesD, scalesH, scalesW)``; 0 or None means "not given".
     plan:
         Phase 1 once with a repeatable executor (default).  False: a lean one-shot call each
-        time.  When the library refuses repeatable mode, the call falls back to one-shot and
-        :attr:`fallback` says why.
+        time.  When the library refuses repeatable mode, the call falls back to one-shot,
+        :attr:`fallback` says why, and every :attr:`retry_after` calls it asks again.
     sync:
         Synchronise the stream after each call (default).  False: only queue the work.
     strict:
@@ -250,7 +250,11 @@ class PreparedCall:
         Bytes of workspace phase 1 asked for (at preparation).
     calls:
         Completed calls.
+    retry_after:
+        One-shot calls after a refused plan before the next request (class attribute, 64).
     """
+
+    retry_after = 64
 
     def __init__(self, session: Session, grad_output: DeviceArray, output_size: Sequence[int],
                  input_size: Sequence[int], scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *,
@@ -270,6 +274,7 @@ class PreparedCall:
         self.calls = 0
         self.plan = False
         self.fallback: Optional[str] = None
+        self._retry_left = 0  # one-shot calls left before a refused plan is asked for again
         self.workspace_size = 0
         for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
             if not isinstance(arr, DeviceArray):
@@ -341,14 +346,11 @@ class PreparedCall:
                 executor.make_repeatable()
             except AclError as exc:
                 self.fallback = str(exc)
+                self._retry_left = self.retry_after
             else:
                 self.plan = True
         if self.plan:
-            self._ex = _as_void_p(executor.handle)
-            self._t_go = _as_void_p(self._tensors[0].handle)
-            self._t_gi = _as_void_p(self._tensors[1].handle)
-            self._size = c_uint64(size)
-            self._run = self._run_plan
+            self._use_plan(size)
         else:
             # an executor phase 2 never ran is destroyed (cann-abi.md §1.3); each call makes its own
             executor.close()
@@ -357,6 +359,55 @@ class PreparedCall:
                 obj.close()
             self._tensors, self._arrays = (), ()
             self._run = self._make_oneshot()
+        self._check_conformance()
+
+    def _use_plan(self, size: int) -> None:
+        """Calls run phase 2 of the repeatable executor in ``self._executor`` from now on."""
+        assert self._executor is not None
+        self._ex = _as_void_p(self._executor.handle)
+        self._t_go = _as_void_p(self._tensors[0].handle)
+        self._t_gi = _as_void_p(self._tensors[1].handle)
+        self._size = c_uint64(size)
+        self._run = self._run_plan
+
+    def _retry_plan(self) -> None:
+        """Ask again for a repeatable executor, :attr:`retry_after` one-shot calls after a refusal.
+
+        On success the call uses it from now on (and :attr:`fallback` is None again); a refusal
+        (any :class:`~acl_bindings.AclError`) keeps the one-shot path and schedules the next try.
+        """
+        go, gi = self._go, self._gi
+        made: list[Any] = []
+        try:
+            with self._device.active():
+                tensors = (
+                    Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                           storage_dims=plan_storage(go.tensor.storage_dims), address=go.buffer.ptr),
+                    Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                           storage_dims=plan_storage(gi.tensor.storage_dims), address=gi.buffer.ptr))
+                made += tensors
+                arrays = (IntArray(self.output_size), IntArray(self.input_size))
+                made += arrays
+                size, executor = OP.get_workspace_size(tensors[0], *arrays, *self.scales, tensors[1],
+                                                       keep=(*tensors, *arrays))
+                made.insert(0, executor)  # destroyed first
+                executor.make_repeatable()
+                self._ensure_workspace(size)
+        except BaseException as exc:
+            for obj in made:  # a release refused here stays owned by its object
+                try:
+                    obj.close()
+                except Exception:
+                    pass
+            if not isinstance(exc, AclError):
+                raise
+            self.fallback = str(exc)
+            self._retry_left = self.retry_after
+            return
+        self._executor, self._tensors, self._arrays = executor, tensors, arrays
+        self.workspace_size = size
+        self.plan, self.fallback = True, None
+        self._use_plan(size)
         self._check_conformance()
 
     def _check_conformance(self) -> None:
@@ -416,6 +467,10 @@ class PreparedCall:
                 with self._device.active():
                     self._run()
             self.calls += 1
+            if self._retry_left:  # a plan was refused: ask again now and then
+                self._retry_left -= 1
+                if not self._retry_left:
+                    self._retry_plan()
             return self._gi
         finally:
             lock.release()

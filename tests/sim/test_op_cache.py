@@ -29,6 +29,7 @@ from upsample3d_grad._api import (
 
 REPO = Path(__file__).resolve().parents[2]
 INNER = 561000
+OP_P1 = "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"
 OUT3, IN5 = (2, 2, 2), (2, 2, 1, 1, 1)
 EXPECTED = [36.0, 100.0, 164.0, 228.0]
 
@@ -325,5 +326,35 @@ def test_refusals_are_remembered_in_bounded_memory(no_leaks) -> None:
                 assert s.last_path == "one-shot"
             assert len(s.plans.refused) == s.plans.refused_capacity < calls
             assert gi.download().ravel().tolist() == EXPECTED
+    finally:
+        sim.set_repeatable(previous)
+
+
+def test_a_prepared_call_asks_again_after_a_refusal(no_leaks) -> None:
+    previous = sim.set_repeatable(False)
+    try:
+        with Session(0) as s:
+            go, gi = s.upload(_sample()), s.empty((2, 2, 1, 1, 1))
+            call = s.prepare(go, OUT3, IN5, out=gi)
+            assert not call.plan and "cannot be made repeatable" in (call.fallback or "")
+            asked = sim.call_count("aclSetAclOpExecutorRepeatable")
+            for _ in range(call.retry_after - 1):
+                call()
+            assert sim.call_count("aclSetAclOpExecutorRepeatable") == asked  # not asked on every call
+            call()  # refused again: still one-shot, and it says why
+            assert sim.call_count("aclSetAclOpExecutorRepeatable") == asked + 1 and not call.plan
+            assert gi.download().ravel().tolist() == EXPECTED
+            sim.set_repeatable(True)
+            for _ in range(call.retry_after):
+                call()
+            assert call.plan and call.fallback is None
+            phase1 = sim.call_count(OP_P1)
+            gi.buffer.memset(0)
+            other = s.upload(_sample(3))
+            call(other)  # the plan now: phase 2 only, pointed at the new input
+            assert sim.call_count(OP_P1) == phase1
+            assert gi.download().ravel().tolist() == reference.upsample_nearest_exact3d_backward(
+                _sample(3), OUT3, IN5).ravel().tolist()
+            call.close()
     finally:
         sim.set_repeatable(previous)
