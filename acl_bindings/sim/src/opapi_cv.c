@@ -95,33 +95,35 @@ static int view_is_contiguous(const aclTensor *t) {
    CHECK_RET after Contiguous / ViewCopy).  Returns 0, or 561103 with a message naming the tensor. */
 static int check_view_in_storage(const char *func, const char *name, const aclTensor *t) {
     if (view_is_contiguous(t)) return 0;
-    __int128 mx = t->offset, mn = t->offset, storage = 1;
+    int64_t mx = t->offset, mn = t->offset, storage = 1;
+    int overflow = 0;
     for (int64_t i = 0; i < t->ndim; i++) {
-        __int128 span = (__int128)t->strides[i] * (__int128)(t->dims[i] - 1);
-        if (span > 0) mx += span;
-        else mn += span;
-    }
-    for (int64_t i = 0; i < t->nstorage; i++) {
-        storage *= t->storage[i];
-        if (storage > ((__int128)1 << 100)) storage = (__int128)1 << 100;
-    }
-    if (mx + 1 <= storage && mn >= 0) return 0;
-    char dims[200] = "", strides[200] = "", sdims[200] = "";
-    size_t a = 0, b = 0, c = 0;
-    for (int64_t i = 0; i < t->ndim; i++) {
-        a += (size_t)snprintf(dims + a, a < sizeof dims ? sizeof dims - a : 0, "%s%" PRId64, i ? "," : "", t->dims[i]);
-        b += (size_t)snprintf(strides + b, b < sizeof strides ? sizeof strides - b : 0, "%s%" PRId64, i ? "," : "",
-                              t->strides[i]);
+        int64_t span;
+        if (__builtin_mul_overflow(t->strides[i], t->dims[i] - 1, &span) ||
+            (span > 0 ? __builtin_add_overflow(mx, span, &mx) : __builtin_add_overflow(mn, span, &mn)))
+            overflow = 1;
     }
     for (int64_t i = 0; i < t->nstorage; i++)
-        c += (size_t)snprintf(sdims + c, c < sizeof sdims ? sizeof sdims - c : 0, "%s%" PRId64, i ? "," : "",
-                              t->storage[i]);
+        if (__builtin_mul_overflow(storage, t->storage[i], &storage)) storage = INT64_MAX;
+    if (!overflow && mx < storage && mn >= 0) return 0;
+    char dims[400] = "", strides[400] = "", sdims[400] = "";
+    size_t a = 0, b = 0, c = 0;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        if (a < sizeof dims) a += (size_t)snprintf(dims + a, sizeof dims - a, "%s%" PRId64, i ? "," : "", t->dims[i]);
+        if (b < sizeof strides)
+            b += (size_t)snprintf(strides + b, sizeof strides - b, "%s%" PRId64, i ? "," : "", t->strides[i]);
+    }
+    for (int64_t i = 0; i < t->nstorage; i++)
+        if (c < sizeof sdims)
+            c += (size_t)snprintf(sdims + c, sizeof sdims - c, "%s%" PRId64, i ? "," : "", t->storage[i]);
+    char reach[96];
+    if (overflow) snprintf(reach, sizeof reach, "reaches past 64-bit element offsets");
+    else snprintf(reach, sizeof reach, "reaches elements %" PRId64 " to %" PRId64, mn, mx);
     return cannsim_fail(ACLNN_ERR_INNER_NULLPTR,
-                        "%s: %s (view [%s], strides [%s], offset %" PRId64 ") reaches elements %lld to %lld but its "
-                        "storage [%s] holds %lld elements: a non-contiguous view must lie inside its declared "
-                        "storage (nnopbase Validate; declare the whole buffer's element count as the storage)",
-                        func, name, dims, strides, t->offset, (long long)mn, (long long)mx, sdims,
-                        (long long)storage);
+                        "%s: %s (view [%s], strides [%s], offset %" PRId64 ") %s but its storage [%s] holds %" PRId64
+                        " elements: a non-contiguous view must lie inside its declared storage (nnopbase "
+                        "Validate; declare the whole buffer's element count as the storage)",
+                        func, name, dims, strides, t->offset, reach, sdims, storage);
 }
 
 /* Check that a tensor's data lies in live device memory (lock held).  Returns 0 or 161002. */
