@@ -6,7 +6,8 @@
   after a full smoke matrix.
 * A regular file (or a new one) is replaced atomically: the report is written to a
   temporary file created exclusively beside it (``mkstemp``, so no planted file or
-  link is followed) and moved over it with ``os.replace``.
+  link is followed) and moved over it with ``os.replace``; it keeps the old file's
+  mode (a new one gets ``0o666`` less the umask).
 * Anything else at the path (a device such as ``/dev/null``, a FIFO, a symbolic
   link) is written into, never replaced.
 """
@@ -50,6 +51,12 @@ def check_target(path: str) -> str | None:
     return None
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def dumps(data: Any) -> str:
     """The report's text: indented, strict JSON (no NaN), one trailing newline."""
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
@@ -82,7 +89,7 @@ def write_json(path: str, data: Any, stdout: TextIO | None = None) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

@@ -578,9 +578,15 @@ def _bench(args: argparse.Namespace) -> int:
         go_shape, gi_shape, out_size, scales = _bench_geometry(args)
     except ValueError as exc:
         args.parser.error(str(exc))
+    partial: dict[str, Any] = {"backend": None, "device": args.device, "dtype": args.dtype, "layout": args.layout,
+                               "grad_out_shape": list(go_shape), "grad_in_shape": list(gi_shape),
+                               "output_size": list(out_size), "scales": list(scales), "repeat": args.repeat,
+                               "device_ms": [], "host_us": [], "interrupted": False}
+    _RUN.report = partial  # what a Ctrl-C writes
     backend = _load("bench")
     if backend is None:
         return EXIT_NO_LIBRARY
+    partial["backend"] = backend.kind
     from acl_bindings import AclError, Device
 
     from . import smoke
@@ -598,12 +604,6 @@ def _bench(args: argparse.Namespace) -> int:
     if read_bytes + write_bytes > free:
         args.parser.error(f"the case needs {_size(read_bytes + write_bytes)} of device memory (gradOut + gradInput) "
                           f"but device {args.device} has {_size(free)} free of {_size(total)}")
-    partial: dict[str, Any] = {"backend": backend.kind, "device": args.device, "dtype": args.dtype,
-                               "layout": args.layout, "grad_out_shape": list(go_shape),
-                               "grad_in_shape": list(gi_shape), "output_size": list(out_size),
-                               "scales": list(scales), "repeat": args.repeat, "device_ms": [], "host_us": [],
-                               "interrupted": False}
-    _RUN.report = partial
     host = _random_data(go_shape, dtype)
     times: list[float] = partial["device_ms"]
     host_us: list[float] = partial["host_us"]
@@ -694,6 +694,8 @@ def _scale(text: str) -> float:
 def _compare(args: argparse.Namespace) -> int:
     from . import compare
 
+    if len(args.reports) < 2:
+        args.parser.error(f"compare needs at least two reports, got {len(args.reports)}")
     try:
         reports = [compare.load_report(path) for path in args.reports]
     except (OSError, ValueError) as exc:
