@@ -147,7 +147,8 @@ def _rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 def _summary_lines(doc: dict[str, Any]) -> list[str]:
     s = doc["summary"]
     lines = [f"{s['cases']} cases; results bitwise identical in {s['bitwise_identical']}, different in "
-             f"{s['bitwise_different']}, not comparable in {s['bitwise_not_comparable']} (no digest in every report)"]
+             f"{s['bitwise_different']}, not comparable in {s['bitwise_not_comparable']} (no result in every report: "
+             "bad-input cases, errors, absent cases)"]
     if s["status_mismatches"]:
         lines.append(f"status mismatch (passes in one report, fails in another): {', '.join(s['status_mismatches'])}")
     else:
