@@ -49,6 +49,7 @@ import time
 from typing import Any, NoReturn, Sequence, TextIO
 
 import numpy as np
+import numpy.random  # noqa: F401  (imported now: a Ctrl-C inside numpy's lazy import of it can be lost)
 
 from . import _jsonout, hostinfo
 
@@ -108,6 +109,12 @@ class _Run:
     def __init__(self) -> None:
         self.report: dict[str, Any] | None = None
         self.json_stdout: TextIO = sys.stdout
+        self.sigint = False
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        """SIGINT: remembered (so that one swallowed by third-party code still counts), then KeyboardInterrupt."""
+        self.sigint = True
+        raise KeyboardInterrupt
 
 
 _RUN = _Run()
@@ -824,11 +831,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         _verbose()
     _RUN.report = None
     _RUN.json_stdout = sys.stdout
+    _RUN.sigint = False
     saved = sys.stdout
+    handler = None
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        handler = signal.signal(signal.SIGINT, _RUN.on_sigint)
     if path == _jsonout.STDOUT:
         sys.stdout = sys.stderr  # the report owns standard output; the human-readable lines go to stderr
     try:
-        return int(args.func(args))
+        rc = int(args.func(args))
+        if _RUN.sigint:  # interrupted, but the KeyboardInterrupt was swallowed on the way
+            raise KeyboardInterrupt
+        return rc
     except KeyboardInterrupt:
         _interrupted(args)
         return EXIT_INTERRUPTED
@@ -838,6 +853,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAIL
     finally:
         sys.stdout = saved
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

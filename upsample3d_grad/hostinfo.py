@@ -13,11 +13,17 @@ Where the driver version is read (public facts):
 * ``driver/version.info`` holds ``key=value`` lines, the first being ``Version=`` (for
   example ``Version=24.1.rc1``; Ascend/mind-cluster ``docs/zh/faultdiag/user_guide.md``,
   "Query the driver version").
+
+Where no runtime library answers the CANN version query, the toolkit's install record
+``<arch>-linux/ascend_toolkit_install.info`` (a ``version=`` line, e.g. ``version=8.5.0``;
+same mind-cluster guide, "Query the CANN version") under ``$ASCEND_HOME_PATH`` or
+``$ASCEND_TOOLKIT_HOME`` is read instead (:func:`toolkit_version`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import os
 import platform
 import shlex
@@ -29,7 +35,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["INSTALL_INFO", "DEFAULT_DRIVER_ROOT", "utc_now", "hostname", "read_key_values", "driver_version",
-           "host_facts", "command_line"]
+           "toolkit_version", "host_facts", "command_line"]
 
 #: The driver installer's record of where it installed the driver.
 INSTALL_INFO = "/etc/ascend_install.info"
@@ -90,6 +96,29 @@ def driver_version(install_info: str = INSTALL_INFO, default_root: str = DEFAULT
     if not version:
         return {"version": "unknown", "source": f"not read: {path} has no Version= line"}
     return {"version": version, "source": path}
+
+
+def toolkit_version(roots: Sequence[str] | None = None) -> dict[str, str] | None:
+    """The CANN toolkit's version from its install record (see the module docstring), or None.
+
+    *roots* defaults to ``$ASCEND_HOME_PATH`` and ``$ASCEND_TOOLKIT_HOME`` (those set).
+
+    Returns
+    -------
+    dict or None
+        ``{"version": ..., "source": <the file>}``.
+    """
+    if roots is None:
+        roots = [v for v in (os.environ.get("ASCEND_HOME_PATH"), os.environ.get("ASCEND_TOOLKIT_HOME")) if v]
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(glob.escape(root), "*-linux", "ascend_toolkit_install.info"))):
+            try:
+                version = read_key_values(path).get("version")
+            except OSError:
+                continue
+            if version:
+                return {"version": version, "source": path}
+    return None
 
 
 def command_line(argv: Sequence[str]) -> str:

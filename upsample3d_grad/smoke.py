@@ -503,7 +503,7 @@ def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[d
         "operator_symbol": OP.phase1_name,
         "operator_found": bool(op_found),
         "operator_library": where[1].path if where else None,
-        "cann_version": info.get("cann_version"),
+        **_cann_version(info.get("cann_version"), "the runtime library (aclsysGetVersionStr or aclsysGetCANNVersion)"),
         "acl_version": ".".join(str(v) for v in acl_ver) if acl_ver else None,
         "soc_name": str(info.get("soc_name", "")),
         "soc_supported": supported,
@@ -517,12 +517,23 @@ def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[d
     return env, devices
 
 
+def _cann_version(from_library: str | None, library_source: str) -> dict[str, Any]:
+    """``cann_version`` and where it was read: the library's answer, else the toolkit's install record."""
+    if from_library:
+        return {"cann_version": from_library, "cann_version_source": library_source}
+    record = hostinfo.toolkit_version()
+    if record is not None:
+        return {"cann_version": record["version"], "cann_version_source": record["source"]}
+    return {"cann_version": None, "cann_version_source": "unknown: no version query answered and no "
+                                                         "ascend_toolkit_install.info under $ASCEND_HOME_PATH"}
+
+
 def unavailable_environment(reason: str, requested: str) -> dict[str, Any]:
     """The environment entry of a machine where no library loads: the host facts and *reason*."""
     return {
         "backend": None, "backend_label": "no library could be loaded", "requested": requested,
         "simulator_version": None, "libraries": [], "operator_symbol": OP.phase1_name, "operator_found": False,
-        "operator_library": None, "cann_version": None, "acl_version": None, "soc_name": "", "soc_supported": None,
+        "operator_library": None, **_cann_version(None, ""), "acl_version": None, "soc_name": "", "soc_supported": None,
         "soc_note": "unknown: no library could be loaded", "device_count": 0, "determinism": "unknown",
         "reference": REFERENCE_TEXT,
         **hostinfo.host_facts(),

@@ -48,6 +48,21 @@ def test_driver_version_unknown_says_why(tmp_path: Path) -> None:
                                                    "Version= line"}
 
 
+def test_toolkit_version_from_the_install_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "x86_64-linux").mkdir()
+    record = tmp_path / "x86_64-linux" / "ascend_toolkit_install.info"
+    record.write_text("package_name=Ascend-cann-toolkit\nversion=8.5.0\narch=x86_64\n")
+    assert hostinfo.toolkit_version([str(tmp_path)]) == {"version": "8.5.0", "source": str(record)}
+    assert hostinfo.toolkit_version([str(tmp_path / "none")]) is None
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
+    env = smoke.unavailable_environment("no library", "cann")
+    assert env["cann_version"] == "8.5.0" and env["cann_version_source"] == str(record)
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path / "none"))
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    env = smoke.unavailable_environment("no library", "cann")
+    assert env["cann_version"] is None and "unknown" in env["cann_version_source"]
+
+
 def test_utc_time_is_iso_8601() -> None:
     import datetime as dt
 
