@@ -24,7 +24,8 @@ human-readable lines then go to standard error); the path is checked before the 
 Ctrl-C prints ``interrupted``, writes the partial report (marked ``"interrupted":
 true``), ends the per-device processes and exits 130.
 
-The first line of every command names the backend: real CANN or the CPU simulator.
+The first line of every command that loads a library names the backend: real CANN or
+the CPU simulator.
 
 Exit codes: 0 success / healthy; 1 a failure (wrong result, failed case, unhealthy
 setup, a case that passes in one compared report and fails in another); 2 usage
