@@ -182,3 +182,35 @@ def test_compare_labels_reports_of_one_host_by_file() -> None:
     assert [r["label"] for r in doc["reports"]] == ["run1", "run2"]
     with pytest.raises(ValueError, match="at least two"):
         compare.compare_reports([a], ["a"])
+
+
+# --------------------------------------------------------------------------- the C-call log and bench data
+
+def test_logged_arguments_are_values() -> None:
+    import ctypes
+
+    from acl_bindings._lib import show_arg
+    from acl_bindings._types import aclTensor, aclTensor_p
+    from acl_bindings.enums import MemcpyKind
+
+    assert show_arg((ctypes.c_int64 * 3)(1, 2, 3)) == "[1, 2, 3]"
+    assert show_arg((ctypes.c_int64 * 9)(*range(9))) == "[0, 1, 2, 3, 4, 5, ... (9 items)]"
+    assert show_arg(ctypes.byref(ctypes.c_uint64(512))) == "&512"
+    assert show_arg(ctypes.byref(ctypes.c_void_p(0x1234))) == "&0x1234"
+    assert show_arg(ctypes.cast(0xABC0, aclTensor_p)) == "aclTensor@0xabc0"
+    assert show_arg(aclTensor_p()) == "aclTensor@NULL"
+    assert show_arg(0x55F0, ctypes.c_void_p) == "0x55f0" and show_arg(0, ctypes.c_void_p) == "NULL"
+    assert show_arg(5, ctypes.c_uint64) == "5"
+    assert show_arg(MemcpyKind.HOST_TO_DEVICE) == "HOST_TO_DEVICE(1)"
+    assert show_arg(None) == "NULL" and show_arg(b"cann") == "'cann'" and show_arg(2.5) == "2.5"
+    assert aclTensor.__name__ == "aclTensor"
+
+
+@pytest.mark.parametrize("dtype", list(smoke.DTYPES.values()))
+def test_bench_data_is_built_in_the_target_dtype(dtype: np.dtype) -> None:
+    from upsample3d_grad import cli
+
+    data = cli._random_data((3, (1 << 20) + 5), dtype)  # more than one chunk
+    assert data.dtype == dtype and data.shape == (3, (1 << 20) + 5)
+    assert np.isfinite(data.astype(np.float32)).all() and float(data.astype(np.float32).std()) > 0.5
+    assert np.array_equal(data, cli._random_data((3, (1 << 20) + 5), dtype))  # seeded
