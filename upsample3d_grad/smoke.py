@@ -613,7 +613,8 @@ def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dic
         merged["devices"].extend(rep["devices"])
         merged["cases"].extend(rep["cases"])
     merged["summary"] = summarize(merged["cases"])
-    if not all(d["status"] == "pass" for d in merged["devices"]):
+    merged["interrupted"] = any(bool(rep.get("interrupted")) for rep in reports)
+    if not all(d["status"] == "pass" for d in merged["devices"]) or merged["interrupted"]:
         merged["summary"]["ok"] = False
     return merged
 
