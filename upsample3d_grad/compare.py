@@ -26,8 +26,8 @@ from . import _schema
 __all__ = ["ENV_KEYS", "RUN_KEYS", "load_report", "compare_reports", "render_text", "render_markdown"]
 
 #: The environment entries compared, in display order.
-ENV_KEYS = ("hostname", "backend", "cann_version", "driver_version", "acl_version", "soc_name", "simulator_version",
-            "device_count", "operator_library", "package_version", "python", "numpy", "platform")
+ENV_KEYS = ("hostname", "backend", "fallback", "cann_version", "driver_version", "acl_version", "soc_name",
+            "simulator_version", "device_count", "operator_library", "package_version", "python", "numpy", "platform")
 #: How the smoke run itself was asked for (compared too).
 RUN_KEYS = ("quick", "plans")
 _FAILED = ("fail", "error")

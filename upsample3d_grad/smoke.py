@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -53,9 +52,9 @@ from acl_bindings import (
     contiguous_strides,
     load_backend,
 )
-from acl_bindings.enums import enum_name
+from acl_bindings.enums import dtype_name, enum_name
 
-from . import checks, hostinfo, reference
+from . import _env, checks, hostinfo, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import Session
 
@@ -351,7 +350,7 @@ def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[
     entry = _base_entry(session.device.id, "bad_input", f"bad: {case.label}")
     go = case.grad_out
     fmt = enum_name(Format, go.format) if go else ""
-    entry.update(dtype=enum_name(DataType, go.dtype) if go else "", layout=fmt, shape=list(go.shape) if go else [],
+    entry.update(dtype=dtype_name(go.dtype) if go else "", layout=fmt, shape=list(go.shape) if go else [],
                  result_shape=list(case.grad_in.shape) if case.grad_in else [],
                  output_size=list(case.output_size) if case.output_size is not None else None,
                  input_size=list(case.input_size) if case.input_size is not None else None,
@@ -497,6 +496,7 @@ def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[d
         "backend": backend.kind,
         "backend_label": "CPU simulator (no NPU is used)" if backend.is_simulator else "real CANN",
         "requested": backend.requested,
+        "fallback": backend.fallback or None,
         "simulator_version": info.get("simulator_version"),
         "libraries": [{"role": i.role, "name": i.name, "path": i.path, "found_via": i.found_via}
                       for i in (backend.runtime, backend.nnopbase, *backend.op_libraries)],
@@ -531,7 +531,7 @@ def _cann_version(from_library: str | None, library_source: str) -> dict[str, An
 def unavailable_environment(reason: str, requested: str) -> dict[str, Any]:
     """The environment entry of a machine where no library loads: the host facts and *reason*."""
     return {
-        "backend": None, "backend_label": "no library could be loaded", "requested": requested,
+        "backend": None, "backend_label": "no library could be loaded", "requested": requested, "fallback": None,
         "simulator_version": None, "libraries": [], "operator_symbol": OP.phase1_name, "operator_found": False,
         "operator_library": None, **_cann_version(None, ""), "acl_version": None, "soc_name": "", "soc_supported": None,
         "soc_note": "unknown: no library could be loaded", "device_count": 0, "determinism": "unknown",
@@ -619,6 +619,5 @@ def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dic
     return merged
 
 
-def default_device() -> int:
-    """``$UPSAMPLE3D_GRAD_DEVICE`` or 0."""
-    return int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0"))
+#: ``$UPSAMPLE3D_GRAD_DEVICE`` or 0 (a bad value is a ValueError naming the variable).
+default_device = _env.default_device

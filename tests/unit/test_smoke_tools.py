@@ -141,7 +141,7 @@ def _valid_report() -> dict:
            "device_count": 2, "determinism": smoke.DETERMINISM_SIM, "reference": "r", "package_version": "0.1.0",
            "python": "3.11", "numpy": "2", "platform": "linux", "error": None, "hostname": "node1",
            "driver_version": "unknown", "driver_version_source": "not read: /x/driver/version.info",
-           "cann_version_source": "unknown"}
+           "cann_version_source": "unknown", "fallback": None}
     report = smoke.new_report(env, True, ["upsample3d-grad", "smoke"])
     case = smoke._base_entry(0, "compute", "c1")
     case.update(status="pass", workspace_size=0, time_ms=0.5, max_abs_err=0.0, max_rel_err=0.0, got_code=0)
