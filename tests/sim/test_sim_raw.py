@@ -81,6 +81,7 @@ for name, res, args in [
     ("aclsysGetVersionStr", C.c_int, [C.c_char_p, C.c_char_p]),
     ("aclsysGetCANNVersion", C.c_int, [C.c_int, P(PkgVersion)]),
     ("cannsimVersion", C.c_char_p, []), ("cannsimSetDefer", C.c_int, [C.c_int]),
+    ("cannsimSetStreamMode", C.c_int, [C.c_int]), ("cannsimWorkerThreads", C.c_int, []),
     ("cannsimSetDelay", C.c_int, [C.c_int]), ("cannsimSetFault", C.c_int, [C.c_char_p]),
     ("cannsimLiveHandles", i64, [C.c_char_p]), ("cannsimCallCount", i64, [C.c_char_p]),
 ]:
@@ -108,6 +109,7 @@ _decl(op, "aclnnUpsampleNearestExact3dGetWorkspaceSize", i32,
 OK, INVALID_PARAM, UNINIT, REPEAT_INIT, REPEAT_FINALIZE = 0, 100000, 100001, 100002, 100037
 RT_PARAM, RT_DEVID, RT_CTX_NULL, RT_STREAM_CTX, RT_MEM_ALLOC = 107000, 107001, 107002, 107003, 207001
 NOT_SUPPORT, STREAM_SYNC_TIMEOUT = 200001, 507046
+QUEUED = 908401  # simulator-only: memory freed, overwritten or read under queued work (cann-abi.md §8.4)
 NULLPTR, PARAM_INVALID, RUNTIME_ERROR = 161001, 161002, 361001
 H2H, H2D, D2H, D2D = 0, 1, 2, 3
 FLOAT, FLOAT16, INT32, BF16 = 0, 1, 3, 27
@@ -582,9 +584,13 @@ def test_deferred_stream_stale_until_sync(sim):
         host_copy = host.copy()
         host[:] = -1                                   # the queued copy took its data at enqueue time
         back = np.full_like(host, 5)
-        d2h(back, a)
-        assert (back == 0).all(), "data arrived before aclrtSynchronizeStream"
-        expect(rt.aclrtFree(a), RT_PARAM, "still used by pending work", "synchronize first")
+        # reading, overwriting or freeing memory under the queued copy is reported, never done
+        expect(rt.aclrtMemcpy(back.ctypes.data, back.nbytes, a, back.nbytes, D2H), QUEUED, "aclrtMemcpy: reading",
+               "stream %#x" % s, "(aclrtMemcpyAsync)", "synchronize the stream first", "simulator-only code 908401")
+        assert (back == 5).all()
+        expect(rt.aclrtMemcpy(a, host.nbytes, host_copy.ctypes.data, host.nbytes, H2D), QUEUED, "overwriting")
+        expect(rt.aclrtMemset(a + 64, 64, 0, 64), QUEUED, "aclrtMemset: overwriting %#x" % (a + 64))
+        expect(rt.aclrtFree(a), QUEUED, "aclrtFree: freeing %#x" % a, "must not be freed")
         ok(rt.aclrtSynchronizeStream(s))
         d2h(back, a)
         assert (back == host_copy).all()
@@ -597,8 +603,8 @@ def test_deferred_stream_stale_until_sync(sim):
         assert (out == 0).all()
         # the default stream (NULL) and aclrtSynchronizeDevice
         ok(rt.aclrtMemcpyAsync(a, host.nbytes, host_copy.ctypes.data, host.nbytes, H2D, None))
-        d2h(back, a)
-        assert (back == 0).all()
+        expect(rt.aclrtMemcpy(back.ctypes.data, back.nbytes, a, back.nbytes, D2H), QUEUED,
+               "the default stream of device 0")
         ok(rt.aclrtSynchronizeDevice())
         d2h(back, a)
         assert (back == host_copy).all()
@@ -639,9 +645,16 @@ def test_operator_deferred_until_sync(sim):
         ws, ex = smp.phase1()
         w = malloc(ws)
         ok(phase2(w, ws, ex, s))
-        assert smp.result() == [0.0, 0.0, 0.0, 0.0]   # not run yet
-        expect(rt.aclrtFree(w), RT_PARAM, "pending work")
-        expect(rt.aclrtFree(smp.dgi), RT_PARAM, "pending work")
+        out = np.zeros(4, np.float32)                  # the kernel writes gradInput: reading it is refused
+        expect(rt.aclrtMemcpy(out.ctypes.data, 16, smp.dgi, 16, D2H), QUEUED, "reading",
+               "(aclnnUpsampleNearestExact3dBackward) that writes it")
+        expect(rt.aclrtFree(w), QUEUED, "freeing")
+        expect(rt.aclrtFree(smp.dgi), QUEUED, "freeing")
+        expect(rt.aclrtFree(smp.dgo), QUEUED, "freeing", "that uses it")
+        expect(rt.aclrtMemset(smp.dgo, 128, 0, 128), QUEUED, "overwriting")
+        back = np.zeros(32, np.float32)                # it only reads gradOut: reading that is allowed
+        d2h(back, smp.dgo)
+        assert back.tolist() == smp.go_host.tolist()
         ok(rt.aclrtSynchronizeStream(s))
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
         ok(rt.aclrtFree(w))
@@ -680,7 +693,7 @@ def test_events_elapsed_time_and_timeouts(sim):
         ok(rt.aclrtRecordEvent(e2, s))
         expect(rt.aclrtEventElapsedTime(C.byref(ms), e1, e2), RT_PARAM, "not completed")
         expect(rt.aclrtSynchronizeStreamWithTimeout(s, 20), STREAM_SYNC_TIMEOUT, "pending work")
-        expect(rt.aclrtFree(w), RT_PARAM, "pending work")
+        expect(rt.aclrtFree(w), QUEUED, "freeing")
         ok(rt.aclrtSynchronizeStreamWithTimeout(s, -1))
         ok(rt.aclrtEventElapsedTime(C.byref(ms), e1, e2))
         assert ms.value >= 295.0, ms.value
