@@ -98,6 +98,10 @@ CODES: dict[int, tuple[str, str]] = {
     561117: ("ACLNN_ERR_INNER_INPUT_JSON_IS_NULL", "an operator input JSON is null"),
     561118: ("ACLNN_ERR_INNER_STATIC_WORKSPACE_INVALID", "invalid static workspace"),
     561119: ("ACLNN_ERR_INNER_STATIC_BLOCK_DIM_INVALID", "invalid static block dim"),
+    # --- simulator only: never returned by CANN -------------------------------
+    908401: ("CANNSIM_ERR_QUEUED_WORK",
+             "simulator only: memory that queued stream work uses was freed or overwritten, or memory it writes "
+             "was read, before that work completed (a device corrupts it silently): synchronise the stream first"),
 }
 
 #: Codes named by constant, for readable comparisons.
@@ -118,6 +122,8 @@ ACLNN_ERR_RUNTIME_ERROR = 361001
 ACLNN_ERR_INNER = 561000
 ACLNN_ERR_INNER_FIND_KERNEL_ERROR = 561003
 ACLNN_ERR_INNER_NULLPTR = 561103
+#: Simulator only (cannsim.h): aclrtFree/aclrtMemcpy/aclrtMemset raced work still queued on a stream.
+CANNSIM_ERR_QUEUED_WORK = 908401
 
 
 def describe(code: int) -> tuple[str, str]:

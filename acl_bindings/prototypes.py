@@ -159,6 +159,10 @@ SIM_ONLY: dict[str, Prototype] = {
     "cannsimSetDefer": ("runtime", c_int_result, (c_int32,)),
     # int cannsimSetDelay(int ms);             /* extra ms per kernel run */
     "cannsimSetDelay": ("runtime", c_int_result, (c_int32,)),
+    # int cannsimSetStreamMode(int mode);      /* 0 async, 1 deferred, 2 sync; returns the previous, -1 if bad */
+    "cannsimSetStreamMode": ("runtime", c_int_result, (c_int32,)),
+    # int cannsimWorkerThreads(void);          /* stream worker threads running now */
+    "cannsimWorkerThreads": ("runtime", c_int_result, ()),
 }
 
 

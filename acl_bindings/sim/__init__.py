@@ -4,13 +4,22 @@ It exports the runtime, nnopbase and operator symbols with the documented C
 signatures and error codes, and says what it is: ``aclrtGetSocName()`` returns
 ``"CANN-Simulator"`` and it alone exports ``cannsimVersion``.  The helpers here read
 its sim-only controls (live-handle accounting, call counts, fault injection,
-deferred streams) through the same loaded libraries; they raise when the backend
+stream modes) through the same loaded libraries; they raise when the backend
 in use is not the simulator.
+
+Stream work is asynchronous, as on a device: each stream's work runs on its own
+worker thread after the call that queued it returned.  ``aclrtFree``, ``aclrtMemcpy``
+and ``aclrtMemset`` do not wait for it; freeing or overwriting memory that queued work
+uses, or reading memory that it writes, fails with the simulator-only code 908401
+(``CANNSIM_ERR_QUEUED_WORK``, which real CANN never returns: a device corrupts the
+memory silently).  :func:`set_stream_mode` switches to ``"deferred"`` (work runs only
+when a synchronisation asks for it: every missing sync is caught) or ``"sync"``
+(each call that queues work waits for it: for debugging).
 
 Environment variables read by the simulator itself:
 
 ``CANN_SIM_DEVICE_COUNT`` (default 2), ``CANN_SIM_MEM_BYTES`` (device memory per device),
-``CANN_SIM_DEFER=1`` (queue stream work until a synchronize), ``CANN_SIM_FAULT`` (make the
+``CANN_SIM_DEFER=1`` (deferred stream mode), ``CANN_SIM_SYNC=1`` (synchronous stream mode), ``CANN_SIM_FAULT`` (make the
 Nth call of a function fail: ``"func:nth:code[,...]"``), ``CANN_SIM_REPORT=<path>`` (JSON
 report of live handles and init/finalize counts at exit).
 """
@@ -22,10 +31,12 @@ from pathlib import Path
 from .._types import int32_arg
 
 __all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "is_built", "live_handles", "call_count", "set_fault", "set_defer",
-           "set_delay", "version"]
+           "set_delay", "set_stream_mode", "worker_threads", "STREAM_MODES", "version"]
 
 ROOT = Path(__file__).resolve().parent
 LIB64 = ROOT / "lib64"
+#: The simulator's stream modes, by their C value (cannsimSetStreamMode).
+STREAM_MODES = ("async", "deferred", "sync")
 HANDLE_KINDS = ("device_buffer", "host_buffer", "tensor", "int_array", "executor", "stream", "event", "context",
                 "device_ref")
 
@@ -67,10 +78,25 @@ def set_fault(spec: str | None) -> None:
 
 
 def set_defer(on: bool) -> bool:
-    """Turn deferred streams on or off; returns the previous setting."""
+    """Turn the deferred stream mode on, or off (the asynchronous mode); returns whether it was on."""
     return bool(_lib().cannsimSetDefer(1 if on else 0))
 
 
 def set_delay(ms: int) -> int:
     """Add *ms* of simulated device time to each kernel run; returns the previous value."""
     return int(_lib().cannsimSetDelay(int32_arg("ms", ms, 0, "a delay in [0, 2**31) milliseconds")))
+
+
+def set_stream_mode(mode: str) -> str:
+    """Set when queued stream work runs: ``"async"`` (the default), ``"deferred"`` or ``"sync"``.
+
+    Returns the previous mode.
+    """
+    if mode not in STREAM_MODES:
+        raise ValueError(f"mode: expected one of {', '.join(map(repr, STREAM_MODES))}, got {mode!r}")
+    return STREAM_MODES[int(_lib().cannsimSetStreamMode(STREAM_MODES.index(mode)))]
+
+
+def worker_threads() -> int:
+    """How many stream worker threads the simulator runs now (each is joined when its stream goes)."""
+    return int(_lib().cannsimWorkerThreads())
