@@ -1099,6 +1099,211 @@ def test_deferred_streams_shared_by_threads(sim):
     """)
 
 
+# ---------------------------------------------------------------------------------------------
+# asynchronous streams: a worker thread per stream (cann-abi.md §8.4)
+# ---------------------------------------------------------------------------------------------
+
+
+ASYNC_HELPERS = """
+        import os, time
+
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        def settled_threads(n):
+            # a joined Python thread may still be listed for a moment after join() returned
+            for _ in range(500):
+                if threads() == n:
+                    return True
+                time.sleep(0.01)
+            return False
+
+        def queued_sample(s, delay_ms):
+            # the documented sample, phase 2 queued with delay_ms of simulated device time
+            smp = Sample(np)
+            ws, ex = smp.phase1()
+            w = malloc(ws)
+            assert rt.cannsimSetDelay(delay_ms) == 0
+            ok(phase2(w, ws, ex, s))
+            rt.cannsimSetDelay(0)
+            return smp, w
+"""
+
+
+def test_work_runs_on_a_worker_after_the_call_returns(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        base = threads()
+        s = stream()
+        assert rt.cannsimWorkerThreads() == 0 and threads() == base   # a worker starts with the first task
+        smp, w = queued_sample(s, 300)
+        assert rt.cannsimWorkerThreads() == 1 and threads() == base + 1
+        out = np.zeros(4, np.float32)                  # phase 2 returned before its kernel ran
+        expect(rt.aclrtMemcpy(out.ctypes.data, 16, smp.dgi, 16, D2H), QUEUED, "reading", "stream %#x" % s)
+        expect(rt.aclrtFree(w), QUEUED, "freeing %#x" % w, "(aclnnUpsampleNearestExact3dBackward)")
+        ok(rt.aclrtSynchronizeStream(s))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        # a second stream gets a worker of its own; destroying a stream joins its worker
+        s2 = stream()
+        ok(rt.aclrtMemsetAsync(w, 64, 0, 64, s2))
+        assert rt.cannsimWorkerThreads() == 2
+        ok(rt.aclrtDestroyStream(s2))
+        ok(rt.aclrtDestroyStream(s))
+        assert rt.cannsimWorkerThreads() == 0 and threads() == base
+        ok(rt.aclrtFree(w))
+        smp.release()
+        ok(rt.aclrtResetDevice(0))
+        ok(rt.aclFinalize())
+        assert threads() == base
+    """)
+
+
+def test_stream_modes(sim):
+    sim(ASYNC_HELPERS + """
+        assert rt.cannsimSetStreamMode(2) == 2         # CANN_SIM_SYNC=1 was read at load
+        init(0)
+        s = stream()
+        smp, w = queued_sample(s, 50)                  # synchronous: phase 2 returned after its kernel ran
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        ok(rt.aclrtFree(w))
+        assert rt.cannsimSetStreamMode(3) == -1 and rt.cannsimSetStreamMode(-1) == -1   # refused, unchanged
+        assert rt.cannsimSetStreamMode(1) == 2         # deferred
+        smp2, w2 = queued_sample(s, 0)
+        assert rt.cannsimSetDefer(0) == 1              # back to asynchronous: the queued kernel may run now
+        ok(rt.aclrtSynchronizeStream(s))
+        assert smp2.result() == [36.0, 100.0, 164.0, 228.0]
+        assert rt.cannsimSetStreamMode(0) == 0
+        ok(rt.aclrtFree(w2))
+        smp.release()
+        smp2.release()
+        ok(rt.aclrtDestroyStream(s))
+    """, env={"CANN_SIM_SYNC": "1"})
+
+
+def test_timeouts_destroy_reset_and_finalize_with_queued_work(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        base = threads()
+        s = stream()
+        smp, w = queued_sample(s, 400)
+        expect(rt.aclrtSynchronizeStreamWithTimeout(s, 20), STREAM_SYNC_TIMEOUT, "pending work")
+        expect(rt.aclrtSynchronizeStreamWithTimeout(s, 0), STREAM_SYNC_TIMEOUT)   # a poll
+        expect(rt.aclrtFree(w), QUEUED)                # the work went on queued
+        ok(rt.aclrtSynchronizeStreamWithTimeout(s, -1))
+        ok(rt.aclrtSynchronizeStreamWithTimeout(s, 0)) # nothing left: a poll succeeds
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        # destroying a stream waits for its queued work
+        ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
+        ws, ex = smp.phase1()
+        rt.cannsimSetDelay(200)
+        ok(phase2(w, ws, ex, s))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtDestroyStream(s))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0] and threads() == base
+        # the default stream: aclrtSynchronizeDevice, then a reset with queued work
+        ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
+        ws, ex = smp.phase1()
+        rt.cannsimSetDelay(200)
+        ok(phase2(w, ws, ex, None))
+        expect(rt.aclrtFree(w), QUEUED, "the default stream of device 0")
+        ok(rt.aclrtSynchronizeDevice())
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
+        ws, ex = smp.phase1()
+        ok(phase2(w, ws, ex, None))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtResetDevice(0))                     # waits for the default stream, joins its worker
+        assert threads() == base
+        ok(rt.aclrtSetDevice(0))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        # finalize with queued work on a user stream: the work completes, every worker is joined
+        s = stream()
+        host = np.full(4, 7, np.float32)
+        rt.cannsimSetDelay(200)
+        ws, ex = smp.phase1()
+        ok(phase2(w, ws, ex, s))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtMemcpyAsync(host.ctypes.data, 16, smp.dgi, 16, D2H, s))
+        ok(rt.aclFinalize())
+        assert host.tolist() == [36.0, 100.0, 164.0, 228.0]
+        assert rt.cannsimWorkerThreads() == 0 and threads() == base
+        for t in (smp.go, smp.gi):                     # (nnopbase objects outlive aclFinalize)
+            ok(nn.aclDestroyTensor(t))
+        for a in (smp.osz, smp.isz):
+            ok(nn.aclDestroyIntArray(a))
+        assert all(v == 0 for v in all_live().values()), all_live()
+    """)
+
+
+def test_exit_with_queued_work_does_not_wait_for_it(sim):
+    # 60 s of simulated device time is abandoned at exit: the interpreter ends at once (run_py's
+    # timeout is 60 s), and the exit report is still written
+    sim(ASYNC_HELPERS + """
+        init(0)
+        s = stream()
+        smp, w = queued_sample(s, 60000)
+        assert rt.cannsimWorkerThreads() == 1
+    """)
+
+
+def test_fork_with_queued_work(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        s = stream()
+        smp, w = queued_sample(s, 200)
+        pid = os.fork()
+        if pid == 0:                                   # the child has no worker thread: one starts on demand
+            code = 1
+            try:
+                assert rt.cannsimWorkerThreads() == 0 and threads() == 1
+                ok(rt.aclrtSynchronizeStream(s))
+                assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+                ok(rt.aclrtDestroyStream(s))
+                assert rt.cannsimWorkerThreads() == 0 and threads() == 1
+                code = 0
+            finally:
+                os._exit(code)
+        ok(rt.aclrtSynchronizeStream(s))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        ok(rt.aclrtFree(w))
+        smp.release()
+        ok(rt.aclrtDestroyStream(s))
+        assert rt.cannsimWorkerThreads() == 0
+    """)
+
+
+def test_streams_destroyed_while_other_threads_wait_on_them(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        ctx = vp()
+        ok(rt.aclrtGetCurrentContext(C.byref(ctx)))
+        base = threads()
+        for round_ in range(5):
+            s = stream()
+            smp, w = queued_sample(s, 30)
+            codes = []
+
+            def waiter(i):
+                ok(rt.aclrtSetCurrentContext(ctx))
+                codes.append(rt.aclrtSynchronizeStream(s))
+                err()
+
+            ts = [threading.Thread(target=waiter, args=(i,)) for i in range(3)]
+            for t in ts:
+                t.start()
+            ok(rt.aclrtDestroyStream(s))               # waits for the work; the waiters see it done or the
+            for t in ts:                               # stream gone, never hang
+                t.join()
+            assert all(c in (OK, RT_PARAM) for c in codes), codes
+            assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+            ok(rt.aclrtFree(w))
+            smp.release()
+        assert rt.cannsimWorkerThreads() == 0 and settled_threads(base)
+    """)
+
+
 def test_finalize_runs_pending_work_and_releases(sim):
     sim("""
         rt.cannsimSetDefer(1)
