@@ -41,7 +41,7 @@ def session():
 
 @pytest.fixture
 def no_leaks():
-    """Assert that the test leaves the simulator's live-handle counts (and stream worker threads) as it found them.
+    """Assert that the test leaves the simulator's live-handle counts as it found them.
 
     The default session (module-level functions) is closed first, so that the counts a test
     reads start from what it creates itself.
@@ -53,9 +53,7 @@ def no_leaks():
     close_default_session()
     gc.collect()
     before = sim.live_handles()
-    workers = sim.worker_threads()
     yield
     gc.collect()
     after = sim.live_handles()
     assert after == before, {k: (before[k], after[k]) for k in after if after[k] != before[k]}
-    assert sim.worker_threads() == workers, "stream worker threads left running"
