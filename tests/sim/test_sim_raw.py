@@ -76,6 +76,7 @@ for name, res, args in [
     ("aclrtGetMemInfo", C.c_int, [C.c_int, P(sz), P(sz)]),
     ("aclrtCreateEvent", C.c_int, [P(vp)]), ("aclrtCreateEventWithFlag", C.c_int, [P(vp), u32]),
     ("aclrtRecordEvent", C.c_int, [vp, vp]), ("aclrtSynchronizeEvent", C.c_int, [vp]),
+    ("aclrtSynchronizeEventWithTimeout", C.c_int, [vp, i32]),
     ("aclrtEventElapsedTime", C.c_int, [P(C.c_float), vp, vp]), ("aclrtDestroyEvent", C.c_int, [vp]),
     ("aclrtGetVersion", C.c_int, [P(i32), P(i32), P(i32)]),
     ("aclsysGetVersionStr", C.c_int, [C.c_char_p, C.c_char_p]),
@@ -1192,6 +1193,18 @@ def test_timeouts_destroy_reset_and_finalize_with_queued_work(sim):
         ok(rt.aclrtSynchronizeStreamWithTimeout(s, -1))
         ok(rt.aclrtSynchronizeStreamWithTimeout(s, 0)) # nothing left: a poll succeeds
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        # an event behind queued work: the same with aclrtSynchronizeEventWithTimeout
+        ev = vp()
+        ok(rt.aclrtCreateEvent(C.byref(ev)))
+        ws, ex = smp.phase1()
+        rt.cannsimSetDelay(400)
+        ok(phase2(w, ws, ex, s))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtRecordEvent(ev, s))
+        expect(rt.aclrtSynchronizeEventWithTimeout(ev, 20), 507047, "did not complete within 20 ms")
+        ok(rt.aclrtSynchronizeEventWithTimeout(ev, -1))
+        ok(rt.aclrtSynchronizeStreamWithTimeout(s, 0)) # the event was the last task
+        ok(rt.aclrtDestroyEvent(ev))
         # destroying a stream waits for its queued work
         ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
         ws, ex = smp.phase1()
