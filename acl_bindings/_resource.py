@@ -52,13 +52,16 @@ def in_use(method: F) -> F:
         objs = [self, *(a for a in (*args, *kwargs.values()) if isinstance(a, Resource))]
         entered: list[Resource] = []
         try:
-            for obj in objs:
-                obj._enter_use()
-                entered.append(obj)
+            with _uses:
+                for obj in objs:
+                    obj._enter_use()
+                    entered.append(obj)
             return method(self, *args, **kwargs)
         finally:
-            for obj in entered:
-                obj._exit_use()
+            if entered:
+                with _uses:
+                    for obj in entered:
+                        obj._exit_use()
 
     return cast(F, guarded)
 
@@ -118,8 +121,13 @@ class Resource:
             if fin is None or not fin.alive:
                 return
             self._closing = True
-            while self._users:
-                _uses.wait()
+            try:
+                while self._users:
+                    _uses.wait()
+            except BaseException:  # (an interrupt while waiting: the object stays open and usable)
+                self._closing = False
+                _uses.notify_all()
+                raise
         try:
             info = fin.detach()
             if info is None:
