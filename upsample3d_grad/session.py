@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from acl_bindings import (
+    AclTypeError,
     ClosedError,
     Device,
     DeviceBuffer,
@@ -49,6 +50,9 @@ from .plans import Plan, PlanCache, plan_key
 
 __all__ = ["Session", "DeviceArray"]
 
+#: The function named by errors of :meth:`Session.upload` and :meth:`Session.empty` (not phase 1's).
+UPLOAD, EMPTY = "Session.upload", "Session.empty"
+
 
 def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
     """Run every step even when one fails, then raise the first error (a failed release must not leak the rest)."""
@@ -63,13 +67,13 @@ def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
         raise first
 
 
-def _positive_strides(array: np.ndarray, param: str) -> tuple[int, ...]:
+def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
     if any(s < 0 for s in array.strides):
-        raise checks.AclnnParamError(161002, checks.PHASE1,
+        raise checks.AclnnParamError(161002, func,
                                      f"{param}: negative strides {array.strides} are not supported; "
                                      "pass np.ascontiguousarray(...)")
     if any(s % array.itemsize for s in array.strides):
-        raise checks.AclnnParamError(161002, checks.PHASE1,
+        raise checks.AclnnParamError(161002, func,
                                      f"{param}: strides {array.strides} are not multiples of the item size "
                                      f"{array.itemsize}")
     return tuple(s // array.itemsize for s in array.strides)
@@ -188,6 +192,21 @@ def _offset_in_base(array: np.ndarray, addr: int) -> int:
         return 0
     start = int(root.ctypes.data)
     return addr - start if 0 <= addr - start < root.nbytes else 0
+
+
+def _empty_dtype(dtype: Any) -> np.dtype:
+    """*dtype* for :meth:`Session.empty`: a wrong one is an :class:`acl_bindings.AclTypeError` naming it."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dtype!r}") \
+            from None
+    try:
+        dtype_to_acl(dt)
+    except TypeError:
+        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dt}") \
+            from None
+    return dt
 
 
 def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
@@ -313,21 +332,25 @@ class Session:
         in its base.  Otherwise the bytes from the first to the last element go up, with
         offset 0.
         """
+        return self._upload(array, layout, param, UPLOAD)
+
+    def _upload(self, array: np.ndarray, layout: str, param: str, func: str) -> DeviceArray:
+        """:meth:`upload`, its errors naming *func* (phase 1 when :meth:`backward` uploads its arguments)."""
         self._check_open()
-        spec = checks.spec_of(array, layout, param)  # 161002: not a numpy array, dtype, layout
+        spec = checks.spec_of(array, layout, param, func)  # 161002: not a numpy array, dtype, layout
         if spec is None:
-            raise checks.AclnnParamError(161001, checks.PHASE1, f"{param}: expected a numpy array but got None")
+            raise checks.AclnnParamError(161001, func, f"{param}: expected a numpy array but got None")
         if spec.dtype not in checks.SUPPORTED:
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: dtype must be float32, float16 or "
-                                                                f"bfloat16, got {array.dtype}")
+            raise checks.AclnnParamError(161002, func, f"{param}: dtype must be {checks.SUPPORTED_NAMES}, got "
+                                                         f"{array.dtype}")
         if array.ndim != 5:
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: expected a 5-D array ({layout}), got "
-                                                                f"{array.ndim} dims {list(array.shape)}")
-        strides = _positive_strides(array, param)
+            raise checks.AclnnParamError(161002, func, f"{param}: expected a 5-D array ({layout}), got "
+                                                         f"{array.ndim} dims {list(array.shape)}")
+        strides = _positive_strides(array, param, func)
         addr, nbytes = host_span(array)
         item = array.itemsize
         if addr % item:
-            raise checks.AclnnParamError(161002, checks.PHASE1,
+            raise checks.AclnnParamError(161002, func,
                                          f"{param}: data address {addr:#x} is not aligned to its item size {item}")
         lead = _offset_in_base(array, addr)
         if lead > nbytes or lead % item:
@@ -358,13 +381,13 @@ class Session:
     def empty(self, shape: Sequence[int], dtype: Any = np.float32, layout: str = "NCDHW") -> DeviceArray:
         """A contiguous, uninitialised device array."""
         self._check_open()
-        shape = tuple(int(n) for n in shape)
-        dt = np.dtype(dtype)
-        dtype_to_acl(dt)
+        shape = tuple(checks.int_sequence(shape, "shape", EMPTY))
+        dt = _empty_dtype(dtype)
+        checks.layout_format(layout, EMPTY)
         nbytes = math.prod(shape) * dt.itemsize  # exact: np.prod would wrap around silently
         if any(n < 0 for n in shape) or nbytes >= 2 ** 63:
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"shape {list(shape)}: not a tensor of {dt} "
-                                                                "(negative, or more bytes than 64-bit sizes hold)")
+            raise checks.AclnnParamError(161002, EMPTY, f"shape {list(shape)}: not a tensor of {dt} "
+                                                        "(negative, or more bytes than 64-bit sizes hold)")
         nbytes = max(nbytes, dt.itemsize)
         return self._adopt(DeviceBuffer(self.device, nbytes), shape, dt, layout, _contiguous(shape), 0)
 
@@ -421,11 +444,11 @@ class Session:
             result: ArrayLike
             try:
                 go = grad_output if isinstance(grad_output, DeviceArray) else self._track(
-                    self.upload(grad_output, layout), owned)
+                    self._upload(grad_output, layout, "gradOut", checks.PHASE1), owned)
                 if isinstance(out, DeviceArray):
                     gi = out
                 elif out is not None:
-                    gi = self._track(self.upload(out, layout, "gradInput"), owned)
+                    gi = self._track(self._upload(out, layout, "gradInput", checks.PHASE1), owned)
                 else:
                     gi = self._track(self.empty(in_shape, go.dtype, layout), owned)
                 self._launch(go, output_size, input_size, (sd, sh, sw), gi)
