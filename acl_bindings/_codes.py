@@ -101,7 +101,8 @@ CODES: dict[int, tuple[str, str]] = {
     # --- simulator only: never returned by CANN -------------------------------
     908401: ("CANNSIM_ERR_QUEUED_WORK",
              "simulator only: memory that queued stream work uses was freed or overwritten, or memory it writes "
-             "was read, before that work completed (a device corrupts it silently): synchronise the stream first"),
+             "was read, before that work completed (by a host call, or by work on another stream; a device "
+             "corrupts it silently): synchronise the stream first"),
 }
 
 #: Codes named by constant, for readable comparisons.

@@ -10,7 +10,8 @@ in use is not the simulator.
 Stream work is asynchronous, as on a device: each stream's work runs on its own
 worker thread after the call that queued it returned.  ``aclrtFree``, ``aclrtMemcpy``
 and ``aclrtMemset`` do not wait for it; freeing or overwriting memory that queued work
-uses, or reading memory that it writes, fails with the simulator-only code 908401
+uses, or reading memory that it writes (from the host, or by work queued on another
+stream: streams are not ordered), fails with the simulator-only code 908401
 (``CANNSIM_ERR_QUEUED_WORK``, which real CANN never returns: a device corrupts the
 memory silently).  :func:`set_stream_mode` switches to ``"deferred"`` (work runs only
 when a synchronisation asks for it: every missing sync is caught) or ``"sync"``

@@ -1248,6 +1248,36 @@ def test_timeouts_destroy_reset_and_finalize_with_queued_work(sim):
     """)
 
 
+def test_work_on_two_streams_over_the_same_memory_is_refused(sim):
+    # streams are ordered only by an event wait (CANN docs, "Event等待"), which the simulator does not model
+    sim(ASYNC_HELPERS + """
+        assert rt.cannsimSetStreamMode(1) == 0         # deferred: the first stream's work stays queued
+        init(0)
+        s1, s2 = stream(), stream()
+        smp, w = queued_sample(s1, 0)                  # reads dgo, writes dgi and w
+        expect(rt.aclrtMemsetAsync(smp.dgi, 16, 0, 16, s2), QUEUED, "aclrtMemsetAsync: work for stream %#x "
+               "writes %#x" % (s2, smp.dgi), "queued on stream %#x (aclnnUpsampleNearestExact3dBackward) uses" % s1,
+               "not ordered")
+        out = np.zeros(4, np.float32)
+        expect(rt.aclrtMemcpyAsync(out.ctypes.data, 16, smp.dgi, 16, D2H, s2), QUEUED, "reads", "writes")
+        ws, ex = smp.phase1()                          # a second kernel on s2 writing the same gradInput
+        expect(phase2(w, ws, ex, s2), RUNTIME_ERROR, "not ordered")
+        # reading what the first stream only reads is no race; the same stream is ordered
+        back = np.zeros(32, np.float32)
+        ok(rt.aclrtMemcpyAsync(back.ctypes.data, back.nbytes, smp.dgo, back.nbytes, D2H, s2))
+        ok(rt.aclrtMemsetAsync(smp.dgi, 16, 0, 16, s1))
+        ok(rt.aclrtSynchronizeStream(s1))
+        ok(rt.aclrtSynchronizeStream(s2))
+        assert back.tolist() == smp.go_host.tolist() and smp.result() == [0.0] * 4
+        ok(rt.aclrtMemsetAsync(smp.dgi, 16, 0, 16, s2))  # once the first stream's work completed: allowed
+        ok(rt.aclrtSynchronizeStream(s2))
+        ok(rt.aclrtFree(w))
+        smp.release()
+        ok(rt.aclrtDestroyStream(s1))
+        ok(rt.aclrtDestroyStream(s2))
+    """)
+
+
 def test_exit_with_queued_work_does_not_wait_for_it(sim):
     # 60 s of simulated device time is abandoned at exit: the interpreter ends at once (run_py's
     # timeout is 60 s), and the exit report is still written

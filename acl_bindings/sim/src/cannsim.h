@@ -119,7 +119,8 @@ typedef struct {                 /* aclCANNPackageVersion, 512 bytes (§1.1) */
  * misuse with one of these (and a message naming the rule).  Real CANN never returns them. */
 /* Memory that queued (not yet completed) stream work uses was freed or overwritten, or memory that
    queued work writes was read, by a call that does not wait for stream work (aclrtFree,
-   aclrtFreeHost, aclrtMemcpy, aclrtMemset; cann-abi.md §8.4). */
+   aclrtFreeHost, aclrtMemcpy, aclrtMemset; cann-abi.md §8.4), or by work queued on another stream
+   (streams are ordered only by an event wait, which the simulator does not model). */
 #define CANNSIM_ERR_QUEUED_WORK 908401
 
 /* ---------------------------------------------------------------- simulator object layouts */

@@ -770,13 +770,15 @@ static task_t *enqueue_locked(stream_t *s, const char *origin, cannsim_task_fn r
     return t;
 }
 
-/* A task still queued (or running) on any stream that uses [p, p+n) (only a task that writes it,
-   when writers_only); *on receives its stream.  Lock held. */
-static const task_t *queued_use(const void *p, uint64_t n, int writers_only, const stream_t **on) {
+/* A task still queued (or running) on any stream but `except` that uses [p, p+n) (only a task that
+   writes it, when writers_only); *on receives its stream.  Lock held. */
+static const task_t *queued_use_except(const stream_t *except, const void *p, uint64_t n, int writers_only,
+                                       const stream_t **on) {
     uintptr_t lo = (uintptr_t)p;
     if (!n) return NULL;
     for (stream_t *s = g_stream_list; s; s = s->gnext)
-        for (task_t *t = s->head; t; t = t->next)
+        if (s != except)
+            for (task_t *t = s->head; t; t = t->next)
             for (int i = 0; i < t->nrefs; i++) {
                 const task_ref *r = &t->refs[i];
                 if ((r->write || !writers_only) && r->lo < lo + n && lo < r->lo + r->n) {
@@ -787,13 +789,44 @@ static const task_t *queued_use(const void *p, uint64_t n, int writers_only, con
     return NULL;
 }
 
+static const task_t *queued_use(const void *p, uint64_t n, int writers_only, const stream_t **on) {
+    return queued_use_except(NULL, p, n, writers_only, on);
+}
+
+static void stream_name(const stream_t *s, char *buf, size_t len) {
+    if (s->is_default) snprintf(buf, len, "the default stream of device %d", s->dev);
+    else snprintf(buf, len, "stream %p", (void *)s);
+}
+
+/* Work about to be queued on s that uses memory that work queued on another stream writes (or, when
+   it writes, uses): the two are not ordered (CANN orders streams with aclrtStreamWaitEvent, which the
+   simulator does not model), so a device would race them.  Returns 0 or CANNSIM_ERR_QUEUED_WORK with
+   the message set.  Lock held. */
+static int cross_stream_race(const char *func, const stream_t *s, const task_ref *refs, int nrefs) {
+    for (int i = 0; i < nrefs; i++) {
+        if (!refs[i].lo) continue;
+        const stream_t *on;
+        const task_t *t = queued_use_except(s, (const void *)refs[i].lo, refs[i].n, !refs[i].write, &on);
+        if (!t) continue;
+        char mine[96], theirs[96];
+        stream_name(s, mine, sizeof mine);
+        stream_name(on, theirs, sizeof theirs);
+        return cannsim_fail(CANNSIM_ERR_QUEUED_WORK,
+                            "%s: work for %s %s %p, which work queued on %s (%s) %s and has not completed. Rule: "
+                            "work on two streams is not ordered (order it with an event, or synchronize the other "
+                            "stream first); a device would race the two silently (simulator-only code %d)",
+                            func, mine, refs[i].write ? "writes" : "reads", (void *)refs[i].lo, theirs, t->origin,
+                            refs[i].write ? "uses" : "writes", CANNSIM_ERR_QUEUED_WORK);
+    }
+    return 0;
+}
+
 /* The simulator-only error for a host-side memory call that would race queued work (lock held).
    doing: "freeing", "overwriting" or "reading" p. */
 static int queued_work_error(const char *func, const void *p, const char *doing, const task_t *t,
                              const stream_t *s) {
     char where[96];
-    if (s->is_default) snprintf(where, sizeof where, "the default stream of device %d", s->dev);
-    else snprintf(where, sizeof where, "stream %p", (void *)s);
+    stream_name(s, where, sizeof where);
     return cannsim_fail(CANNSIM_ERR_QUEUED_WORK,
                         "%s: %s %p races work queued on %s (%s) that %s it and has not completed. Rule: %s "
                         "does not wait for stream work, so memory that queued work uses must not be freed or "
@@ -1429,6 +1462,7 @@ CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_tas
         }
         tr[n++] = (task_ref){p, refs[i].n, refs[i].write};
     }
+    if ((rc = cross_stream_race(func, s, tr, n))) goto out;
     task_t *t = enqueue_locked(s, func, run, destroy, arg, tr, n, (int64_t)atomic_load(&g_delay_ms) * 1000000LL);
     if (!t) {
         rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: out of host memory", func);
@@ -1744,6 +1778,10 @@ CANNSIM_API aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src
         ct->src = ct->owned;
     }
     task_ref tr[2] = {{(uintptr_t)dst, count, 1}, {ct->owned ? 0 : (uintptr_t)src, count, 0}};
+    if ((rc = cross_stream_race("aclrtMemcpyAsync", s, tr, 2))) {
+        copy_task_free(ct);
+        goto out;
+    }
     task_t *t = enqueue_locked(s, "aclrtMemcpyAsync", copy_task_run, copy_task_free, ct, tr, 2, 0);
     if (!t) {
         copy_task_free(ct);
@@ -1821,6 +1859,10 @@ CANNSIM_API aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t val
         st->value = value;
         st->n = count;
         task_ref tr = {(uintptr_t)devPtr, count, 1};
+        if ((rc = cross_stream_race("aclrtMemsetAsync", s, &tr, 1))) {
+            free(st);
+            goto out;
+        }
         t = enqueue_locked(s, "aclrtMemsetAsync", set_task_run, free, st, &tr, 1, 0);
     }
     if (!t) {
