@@ -1,7 +1,8 @@
 /*
  * runtime.c - simulated CANN runtime (built as libascendcl.so, or libacl_rt.so for the variant
  * tree): init/finalize, the thread-local recent-error message, devices, contexts, streams with
- * task queues, events, device/host memory, plus the simulator's own accounting, fault injection
+ * task queues run by a worker thread each, events, device/host memory, plus the simulator's own
+ * accounting, fault injection
  * and internal helpers used by libnnopbase and the operator library.
  *
  * Prototypes, codes and enum values: /work/shared/cann-abi.md §1.1, §2, §3.  Where the notes do
@@ -721,7 +722,7 @@ static int drain_locked(stream_t *s, uint64_t upto, int64_t deadline) {
     if (upto > s->release_upto) s->release_upto = upto;
     if (s->has_worker) pthread_cond_signal(&s->wake);
     while (s->head && s->head->seq <= upto) {
-        if (!s->has_worker && ensure_worker(s)) { /* no thread could start (or a forked child): run it here */
+        if (!s->has_worker && ensure_worker(s)) { /* no thread could start: run the task here */
             if (!s->draining && !atomic_load(&s->abort)) {
                 step_locked(s);
                 continue;
