@@ -47,6 +47,7 @@ from .runtime import (
     Stream,
     acl_version,
     cann_version,
+    current_context,
     device_count,
     ensure_initialized,
     finalize,
@@ -65,5 +66,5 @@ __all__ = [
     "LibraryNotFoundError", "ProcessForkedError",
     "SimulatorUnavailableError", "DeviceBuffer", "HostBuffer", "host_span", "IntArray", "Tensor",
     "contiguous_strides", "Executor", "TwoPhaseOp", "Workspace", "Device", "Event", "Stream", "acl_version",
-    "cann_version", "device_count", "ensure_initialized", "finalize", "soc_name", "__version__",
+    "cann_version", "current_context", "device_count", "ensure_initialized", "finalize", "soc_name", "__version__",
 ]

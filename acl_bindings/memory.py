@@ -44,8 +44,8 @@ def _check_nbytes(nbytes: object) -> None:
 
 
 def _free(ptr: int, device: Device) -> None:
-    device.activate()
-    lib.aclrtFree(ptr)
+    with device.active():
+        lib.aclrtFree(ptr)
 
 
 class DeviceBuffer(Resource):
@@ -65,11 +65,11 @@ class DeviceBuffer(Resource):
 
     def __init__(self, device: Device, nbytes: int, policy: MemMallocPolicy = MemMallocPolicy.HUGE_FIRST) -> None:
         _check_nbytes(nbytes)
-        device.activate()
         self.device = device
         self.nbytes = int(nbytes)
         ptr = c_void_p()
-        lib.aclrtMalloc(byref(ptr), self.nbytes, int(policy))
+        with device.active():
+            lib.aclrtMalloc(byref(ptr), self.nbytes, int(policy))
         self.ptr: int = int(ptr.value or 0)
         # collected without close(): wait for queued work that may still use it, then free
         self._own(_free, self.ptr, device, before=device.synchronize)
@@ -99,12 +99,12 @@ class DeviceBuffer(Resource):
         offset, n = self._range(offset, n, "upload")
         if n == 0:
             return
-        self.device.activate()
-        if stream is None:
-            lib.aclrtMemcpy(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE)
-        else:
-            lib.aclrtMemcpyAsync(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE,
-                                 stream)
+        with self.device.active():
+            if stream is None:
+                lib.aclrtMemcpy(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE)
+            else:
+                lib.aclrtMemcpyAsync(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE,
+                                     stream)
 
     @in_use
     def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
@@ -117,8 +117,8 @@ class DeviceBuffer(Resource):
         addr, n = host_span(out)
         offset, n = self._range(offset, n, "download")
         if n:
-            self.device.activate()
-            lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
+            with self.device.active():
+                lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
         return out
 
     @in_use
@@ -126,22 +126,22 @@ class DeviceBuffer(Resource):
         """Device-to-device copy of *nbytes* (default: all of *src*) into this buffer."""
         _, n = src._range(0, src.nbytes if nbytes is None else nbytes, "copy_from source")
         self._range(0, n, "copy_from destination")
-        self.device.activate()
-        if stream is None:
-            lib.aclrtMemcpy(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE)
-        else:
-            lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
+        with self.device.active():
+            if stream is None:
+                lib.aclrtMemcpy(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE)
+            else:
+                lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
 
     @in_use
     def memset(self, value: int = 0, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Set *nbytes* (default: all) bytes to *value* (an ``int32_t`` in the C API)."""
         v = int32_arg("memset value", value)
         _, n = self._range(0, self.nbytes if nbytes is None else nbytes, "memset")
-        self.device.activate()
-        if stream is None:
-            lib.aclrtMemset(self.ptr, self.nbytes, v, n)
-        else:
-            lib.aclrtMemsetAsync(self.ptr, self.nbytes, v, n, stream)
+        with self.device.active():
+            if stream is None:
+                lib.aclrtMemset(self.ptr, self.nbytes, v, n)
+            else:
+                lib.aclrtMemsetAsync(self.ptr, self.nbytes, v, n, stream)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.ptr:#x}"
@@ -149,8 +149,8 @@ class DeviceBuffer(Resource):
 
 
 def _free_host(ptr: int, device: Device) -> None:
-    device.activate()
-    lib.aclrtFreeHost(ptr)
+    with device.active():
+        lib.aclrtFreeHost(ptr)
 
 
 class HostBuffer(Resource):
@@ -163,11 +163,11 @@ class HostBuffer(Resource):
 
     def __init__(self, device: Device, nbytes: int) -> None:
         _check_nbytes(nbytes)
-        device.activate()
         self.device = device
         self.nbytes = int(nbytes)
         ptr = c_void_p()
-        lib.aclrtMallocHost(byref(ptr), self.nbytes)
+        with device.active():
+            lib.aclrtMallocHost(byref(ptr), self.nbytes)
         self.ptr: int = int(ptr.value or 0)
         self._own(_free_host, self.ptr, device, before=device.synchronize)
 

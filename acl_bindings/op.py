@@ -157,8 +157,13 @@ class TwoPhaseOp:
             return
         executor._check_open()
         fn = getattr(lib, self.phase2_name)
+        device = getattr(stream, "device", None)  # (a raw call may pass no Stream: the library answers)
         try:
-            fn(c_void_p(workspace) if workspace else None, workspace_size, executor.handle, stream)
+            if device is None:
+                fn(c_void_p(workspace) if workspace else None, workspace_size, executor.handle, stream)
+            else:
+                with device.active():
+                    fn(c_void_p(workspace) if workspace else None, workspace_size, executor.handle, stream)
         finally:
             executor.runs += 1
             if not executor.repeatable:

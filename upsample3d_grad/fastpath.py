@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from acl_bindings import AclError, ClosedError, DeviceBuffer, IntArray, Tensor, lib
 from acl_bindings._lib import recent_error_message
+from acl_bindings._resource import releases_allowed
 
 from . import checks
 from ._api import OP
@@ -301,7 +302,8 @@ class PreparedCall:
             self._ex_out = c_void_p()
             self._size_ref, self._ex_ref = byref(self._size_out), byref(self._ex_out)
             try:
-                self._prepare(bool(plan))
+                with self._device.active():
+                    self._prepare(bool(plan))
             except BaseException:
                 self._release()
                 raise
@@ -403,9 +405,11 @@ class PreparedCall:
                 self._rebind(out, False)
             if self._go.buffer.closed or self._gi.buffer.closed:
                 self._check_arrays_open()
-            if not self._device.is_current():
-                self._device.activate()
-            self._run()
+            if self._device.is_current():  # (read from the runtime: nothing to switch, nothing to restore)
+                self._run()
+            else:
+                with self._device.active():
+                    self._run()
             self.calls += 1
             return self._gi
         finally:
@@ -430,8 +434,6 @@ class PreparedCall:
         ptr = arr.buffer.ptr
         args = self._go_args if is_input else self._gi_args
         if self.plan and ptr != args.address.value:
-            if not self._device.is_current():
-                self._device.activate()
             f = self._fns
             if is_input:
                 rc = f.aclSetInputTensorAddr(self._ex, _ZERO, self._t_go, c_void_p(ptr))
@@ -564,8 +566,7 @@ class PreparedCall:
             if self._closed and not self._refused:
                 return  # (a destroy refused earlier is retried by every close())
             self._closed = True
-            if not self.session.closed:
-                self._device.activate()
+            if not self.session.closed and releases_allowed():  # (after finalize, or in a forked child: no)
                 self.session._sync()
             self._release()
 

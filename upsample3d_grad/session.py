@@ -12,8 +12,10 @@ aclTensor's strides and offset; nothing is copied on the host) and come back wit
 :meth:`DeviceArray.download`.  :meth:`Session.backward` is the one-call form: numpy
 (or device arrays) in, numpy (or a device array) out.
 
-Every public method makes the session's context current on the calling thread,
-so a session made on one thread works on another.
+Every public method makes the session's context current on the calling thread for
+the call, and the caller's current context current again afterwards (the device
+guard, :meth:`acl_bindings.Device.active`), so a session made on one thread works
+on another, and other libraries' devices stay as they set them.
 """
 
 from __future__ import annotations
@@ -163,7 +165,6 @@ class DeviceArray:
             # always: work queued through the raw two-phase API may still read this buffer
             if not releases_allowed():
                 return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
-            self.session.device.activate()
             self.session._sync()
 
     def _check_open(self) -> None:
@@ -263,7 +264,11 @@ class Session:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("this Session is closed")
-        self.device.activate()
+
+    def _active(self) -> Any:
+        """The device guard of a public call (:meth:`acl_bindings.Device.active`); ClosedError once closed."""
+        self._check_open()
+        return self.device.active()
 
     def close(self) -> None:
         """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
@@ -285,7 +290,6 @@ class Session:
     def _sync_for_close(self) -> None:
         if not releases_allowed():
             return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
-        self.device.activate()
         self.stream.synchronize()
 
     def _mark_closed(self) -> None:
@@ -319,7 +323,6 @@ class Session:
 
     def _sync_if_pending(self) -> None:
         if self._pending:
-            self.device.activate()
             self._sync()
 
     # ------------------------------------------------------------------ arrays
@@ -418,8 +421,7 @@ class Session:
         -------
         numpy array when *grad_output* is numpy (after a stream sync), else a :class:`DeviceArray`.
         """
-        with self._lock:
-            self._check_open()
+        with self._lock, self._active():
             self._check_device_arrays(grad_output, out)
             if isinstance(out, np.ndarray) and not out.flags.writeable:
                 raise checks.AclnnParamError(161002, checks.PHASE1, "gradInput (out): the numpy array is read-only")
@@ -536,8 +538,7 @@ class Session:
                        scales: tuple[float, float, float] = (0.0, 0.0, 0.0), *, out: DeviceArray,
                        repeat: int = 1) -> list[float]:
         """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
-        with self._lock:  # plans and the workspace are shared with backward() on other threads
-            self._check_open()
+        with self._lock, self._active():  # plans and the workspace are shared with backward() on other threads
             for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
                 if not isinstance(arr, DeviceArray):
                     raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: timed_backward takes device "

@@ -14,8 +14,8 @@ so a broken install cannot take this process down, and this process's own backen
 choice is left alone.  ``UPSAMPLE3D_GRAD_DEVICE`` picks the device (default 0).
 
 When torch_npu is importable it is initialised before this binding touches ACL, so that
-torch_npu owns ``aclInit``/``aclFinalize`` (the binding then sees 100002 and leaves them
-alone, acl_bindings.runtime).
+torch_npu owns ``aclFinalize`` (the binding then sees 100002 and gives only its own reference
+back at exit, with ``aclFinalizeReference`` where exported: acl_bindings.runtime).
 """
 
 from __future__ import annotations
