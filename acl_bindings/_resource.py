@@ -6,14 +6,21 @@ can be retried), or as a safety net from a ``weakref.finalize`` whose callback
 holds the raw handle and the parent objects, never ``self`` (errors are logged,
 not printed).  After the process finalised ACL, or in a forked child, releases
 are skipped: the runtime no longer owns those handles.
+
+Methods that pass a handle to C are marked :func:`in_use`: while one runs (on any
+thread), ``close()`` of that object, and of any object passed to it, waits for it; a use
+that starts once a close began raises :class:`ClosedError`.  So a handle is never used
+after, or during, its release.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import threading
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 from .errors import AclError, ClosedError
 
@@ -28,6 +35,35 @@ class _ProcessState:
 
 
 STATE = _ProcessState()
+
+
+#: Guards every object's count of uses in progress (re-entrant: a garbage-collection finalizer may
+#: run on a thread that holds it).
+_uses = threading.Condition(threading.RLock())
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def in_use(method: F) -> F:
+    """Mark a method that passes its object's handle (and those of its Resource arguments) to C."""
+
+    @functools.wraps(method)
+    def guarded(self: Resource, *args: Any, **kwargs: Any) -> Any:
+        objs = [self, *(a for a in (*args, *kwargs.values()) if isinstance(a, Resource))]
+        entered: list[Resource] = []
+        try:
+            with _uses:
+                for obj in objs:
+                    obj._enter_use()
+                    entered.append(obj)
+            return method(self, *args, **kwargs)
+        finally:
+            if entered:
+                with _uses:
+                    for obj in entered:
+                        obj._exit_use()
+
+    return cast(F, guarded)
 
 
 def releases_allowed() -> bool:
@@ -55,6 +91,8 @@ class Resource:
 
     _fin: weakref.finalize | None = None
     _what: str = "object"
+    _users: int = 0  # in_use calls in progress
+    _closing: bool = False
 
     def _own(self, release: Callable[..., Any], *args: Any, before: Callable[[], Any] | None = None) -> None:
         """Register the release of the handle just created; *args* must not include ``self``.
@@ -77,21 +115,37 @@ class Resource:
         owned: the error propagates, ``close()`` may be retried, and the finalizer net
         still runs.
         """
-        fin = self._fin
-        if fin is None:
-            return
-        info = fin.detach()
-        if info is None:
-            return
-        _obj, _quiet_fn, args, kwargs = info
-        release, rest = args[0], args[1:]
-        if releases_allowed():
+        with _uses:  # wait for the uses in progress; later ones raise ClosedError
+            while self._closing:  # (another thread is closing it)
+                _uses.wait()
+            fin = self._fin
+            if fin is None or not fin.alive:
+                return
+            self._closing = True
             try:
-                release(*rest)
-            except AclError:
-                self._own(release, *rest, **kwargs)  # not released: keep owning it
+                while self._users:
+                    _uses.wait()
+            except BaseException:  # (an interrupt while waiting: the object stays open and usable)
+                self._closing = False
+                _uses.notify_all()
                 raise
-        self._on_close()
+        try:
+            info = fin.detach()
+            if info is None:
+                return
+            _obj, _quiet_fn, args, kwargs = info
+            release, rest = args[0], args[1:]
+            if releases_allowed():
+                try:
+                    release(*rest)
+                except AclError:
+                    self._own(release, *rest, **kwargs)  # not released: keep owning it
+                    raise
+            self._on_close()
+        finally:
+            with _uses:
+                self._closing = False
+                _uses.notify_all()
 
     def _on_close(self) -> None:
         """Hook: drop Python-side references after release was decided."""
@@ -99,6 +153,18 @@ class Resource:
     def _check_open(self) -> None:
         if self.closed:
             raise ClosedError(f"this {self._what} is closed")
+
+    def _enter_use(self) -> None:
+        with _uses:
+            if self._closing or self.closed:
+                raise ClosedError(f"this {self._what} is closed")
+            self._users += 1
+
+    def _exit_use(self) -> None:
+        with _uses:
+            self._users -= 1
+            if not self._users and self._closing:
+                _uses.notify_all()
 
     def __enter__(self) -> Any:
         return self

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ._lib import lib
-from ._resource import Resource
+from ._resource import Resource, in_use
 from ._types import index_arg, int32_arg
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device, Stream
@@ -88,6 +88,7 @@ class DeviceBuffer(Resource):
                              f"{self.nbytes}-byte buffer")
         return offset, nbytes
 
+    @in_use
     def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
         """Copy *array*'s bytes (its :func:`host_span`) to ``ptr + offset``.
 
@@ -105,6 +106,7 @@ class DeviceBuffer(Resource):
                 lib.aclrtMemcpyAsync(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE,
                                      stream)
 
+    @in_use
     def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
         """Copy bytes at ``ptr + offset`` into *out*'s :func:`host_span` (synchronous) and return *out*.
 
@@ -119,6 +121,7 @@ class DeviceBuffer(Resource):
                 lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
         return out
 
+    @in_use
     def copy_from(self, src: DeviceBuffer, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Device-to-device copy of *nbytes* (default: all of *src*) into this buffer."""
         _, n = src._range(0, src.nbytes if nbytes is None else nbytes, "copy_from source")
@@ -129,6 +132,7 @@ class DeviceBuffer(Resource):
             else:
                 lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
 
+    @in_use
     def memset(self, value: int = 0, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Set *nbytes* (default: all) bytes to *value* (an ``int32_t`` in the C API)."""
         v = int32_arg("memset value", value)
@@ -167,6 +171,7 @@ class HostBuffer(Resource):
         self.ptr: int = int(ptr.value or 0)
         self._own(_free_host, self.ptr, device, before=device.synchronize)
 
+    @in_use
     def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A numpy view of the buffer (no copy)."""
         self._check_open()

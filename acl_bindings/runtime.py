@@ -34,7 +34,7 @@ from typing import Any
 
 from . import _codes
 from ._lib import lib, recent_error_message
-from ._resource import STATE, Resource
+from ._resource import STATE, Resource, in_use
 from ._types import int32_arg
 from .enums import MemAttr
 from .errors import AclError, ProcessForkedError
@@ -382,6 +382,7 @@ class Stream(Resource):
         self._check_open()
         return c_void_p(self.handle)
 
+    @in_use
     def synchronize(self, timeout_ms: int | None = None) -> None:
         """Wait for the stream's work; with *timeout_ms*, fail with 507046 past it.
 
@@ -420,18 +421,21 @@ class Event(Resource):
         self.handle: int = int(handle.value or 0)
         self._own(_destroy_event, self.handle, device)
 
+    @in_use
     def record(self, stream: Stream) -> None:
         """Record the event on *stream*."""
         self._check_open()
         with self.device.active():
             lib.aclrtRecordEvent(self.handle, stream)
 
+    @in_use
     def synchronize(self) -> None:
         """Wait until the event has completed."""
         self._check_open()
         with self.device.active():
             lib.aclrtSynchronizeEvent(self.handle)
 
+    @in_use
     def elapsed_ms(self, start: Event) -> float:
         """Milliseconds from *start* to this event (both recorded on one stream and completed)."""
         self._check_open()

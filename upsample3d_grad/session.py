@@ -121,7 +121,15 @@ class DeviceArray:
         return spec
 
     def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
-        """Synchronise the session's stream and copy to host (a new array, or *out* of the same layout)."""
+        """Synchronise the session's stream and copy to host (a new array, or *out* of the same layout).
+
+        Holds the session's lock: a download racing ``Session.close()`` (or this array's
+        ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
+        """
+        with self.session._lock:
+            return self._download(out)
+
+    def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
         self._check_open()
         self.session._sync()
         if out is None:
@@ -145,11 +153,13 @@ class DeviceArray:
         """Release the aclTensor, then the device memory (after the stream finished with it).
 
         Every step is attempted even when one fails (the first error is raised); a release
-        the library refused stays owned, and another ``close()`` retries it.
+        the library refused stays owned, and another ``close()`` retries it.  Holds the
+        session's lock, so that it never frees memory under a call running on another thread.
         """
-        if self.buffer.closed and self.tensor.closed:
-            return
-        _run_all((self.tensor.close, self._sync_before_free, self.buffer.close))
+        with self.session._lock:
+            if self.buffer.closed and self.tensor.closed:
+                return
+            _run_all((self.tensor.close, self._sync_before_free, self.buffer.close))
 
     def _sync_before_free(self) -> None:
         if not self.session.closed and not self.buffer.closed:
@@ -161,6 +171,8 @@ class DeviceArray:
     def _check_open(self) -> None:
         if self.buffer.closed:
             raise ClosedError("this device array is closed")
+        if self.session.closed:
+            raise ClosedError("this device array's Session is closed")
 
     def __enter__(self) -> DeviceArray:
         return self
