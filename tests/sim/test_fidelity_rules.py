@@ -52,7 +52,6 @@ def test_raw_unaligned_tensor_data_is_refused_in_both_phases(raw) -> None:
     raw("""
         init(0)
         smp = Sample(np)
-        ws = u64()
         big_go, big_gi = malloc(4096), malloc(4096)        # room for every address below
         h2d(big_go, smp.go_host)
         for shift in (16, 4):
@@ -341,6 +340,9 @@ def test_raw_memset_count_above_max_count_is_refused(raw) -> None:
         d = malloc(128)
         ok(rt.aclrtMemset(d, 128, 0x11, 128))
         expect(rt.aclrtMemset(d, 64, 0, 65), INVALID_PARAM, "aclrtMemset", "count 65", "maxCount 64")
+        s = stream()
+        expect(rt.aclrtMemsetAsync(d, 64, 0, 65, s), INVALID_PARAM, "aclrtMemsetAsync", "count 65", "maxCount 64")
+        ok(rt.aclrtSynchronizeStream(s))
         out = np.zeros(128, np.uint8)
         d2h(out, d)
         assert (out == 0x11).all()                      # nothing was written
