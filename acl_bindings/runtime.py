@@ -25,8 +25,8 @@ import threading
 from ctypes import byref, c_float, c_int32, c_size_t, c_uint32, c_void_p
 
 from . import _codes
-from ._lib import lib
-from ._resource import STATE, Resource
+from ._lib import lib, raise_for_status
+from ._resource import STATE, ClosedParameter, Resource, release_cell
 from ._types import int32_arg
 from .enums import MemAttr
 from .errors import AclError, ProcessForkedError
@@ -147,9 +147,13 @@ def acl_version() -> tuple[int, int, int] | None:
     return (parts[0].value, parts[1].value, parts[2].value)
 
 
-def _reset_device(device_id: int) -> None:
+def _reset_device(cell: c_void_p, device_id: int) -> None:
     _generation[0] += 1
-    lib.aclrtResetDevice(device_id)
+    raise_for_status(release_cell(cell, _reset_of, device_id), "aclrtResetDevice")
+
+
+def _reset_of(_set: int, device_id: int) -> int:
+    return int(lib.unchecked("aclrtResetDevice")(device_id))
 
 
 class Device(Resource):
@@ -173,8 +177,9 @@ class Device(Resource):
                                        f"device id {device_id} does not fit in an int32")
         ensure_initialized()
         self.id = device_id
-        lib.aclrtSetDevice(device_id)
-        self._own(_reset_device, device_id)
+        cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
+        cell.value = None if (rc := lib.unchecked("aclrtSetDevice")(device_id)) else 1
+        raise_for_status(rc, "aclrtSetDevice")
         ctx = c_void_p()
         lib.aclrtGetCurrentContext(byref(ctx))
         self.context: int = int(ctx.value or 0)
@@ -220,9 +225,9 @@ class Device(Resource):
         return f"<Device {self.id} backend={kind} {state}>"
 
 
-def _destroy_stream(handle: int, device: Device) -> None:
+def _destroy_stream(cell: c_void_p, device: Device) -> None:
     device.activate()
-    lib.aclrtDestroyStream(handle)
+    raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyStream")), "aclrtDestroyStream")
 
 
 class Stream(Resource):
@@ -233,15 +238,12 @@ class Stream(Resource):
     def __init__(self, device: Device) -> None:
         device.activate()
         self.device = device
-        handle = c_void_p()
-        lib.aclrtCreateStream(byref(handle))
-        self.handle: int = int(handle.value or 0)
-        self._own(_destroy_stream, self.handle, device)
+        cell = self._arm(_destroy_stream, device)
+        lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
+        self.handle: int = int(cell.value or 0)
+        self._as_parameter_ = c_void_p(self.handle)
 
-    @property
-    def _as_parameter_(self) -> c_void_p:
-        self._check_open()
-        return c_void_p(self.handle)
+    _as_parameter_ = ClosedParameter()
 
     def synchronize(self, timeout_ms: int | None = None) -> None:
         """Wait for the stream's work; with *timeout_ms*, fail with 507046 past it.
@@ -260,9 +262,9 @@ class Stream(Resource):
         return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"
 
 
-def _destroy_event(handle: int, device: Device) -> None:
+def _destroy_event(cell: c_void_p, device: Device) -> None:
     device.activate()
-    lib.aclrtDestroyEvent(handle)
+    raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyEvent")), "aclrtDestroyEvent")
 
 
 class Event(Resource):
@@ -275,10 +277,9 @@ class Event(Resource):
     def __init__(self, device: Device) -> None:
         device.activate()
         self.device = device
-        handle = c_void_p()
-        lib.aclrtCreateEvent(byref(handle))
-        self.handle: int = int(handle.value or 0)
-        self._own(_destroy_event, self.handle, device)
+        cell = self._arm(_destroy_event, device)
+        lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
+        self.handle: int = int(cell.value or 0)
 
     def record(self, stream: Stream) -> None:
         """Record the event on *stream*."""

@@ -283,6 +283,8 @@ class PreparedCall:
                 raise checks.AclnnParamError(161002, checks.PHASE1,
                                              "gradOut and gradInput share one device buffer; they must not overlap")
             checks.check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec(), strict=strict)
+            checks.check_output_memory(out.shape, tuple(st * out.dtype.itemsize for st in out.strides),
+                                       out.dtype.itemsize)
             sd, sh, sw = checks.normalize_scales(sd, sh, sw)
             self.output_size = tuple(int(v) for v in output_size)
             self.input_size = tuple(int(v) for v in input_size)
