@@ -310,7 +310,8 @@ class Session:
 
     def _reset_device(self) -> None:
         # a stream, workspace or array the library refused to release still needs the device
-        if self.stream.closed and self.workspace.buffer is None and all(a.closed for a in list(self._arrays)):
+        if (self.stream.closed and self.workspace.buffer is None and all(a.closed for a in list(self._arrays))
+                and all(call._released for call in list(self._prepared))):
             self.device.close()
 
     def __enter__(self) -> Session:
