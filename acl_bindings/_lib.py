@@ -29,8 +29,8 @@ from ctypes import c_void_p
 from typing import Any, Callable
 
 from . import _config, _loader
-from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from ._resource import Resource
+from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, ClosedError, LibraryNotFoundError
 from .prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
 

@@ -133,6 +133,14 @@ class Resource:
             self.__dict__.pop("_as_parameter_", None)
             self._on_close()
 
+    def _undo(self) -> None:
+        """Release the handle of a constructor that failed after making it (a refused release is logged:
+        the constructor's error is the one to report; the finalizer net still owns the handle)."""
+        try:
+            self.close()
+        except Exception as exc:
+            _log.debug("release after a failed constructor failed: %s", exc)
+
     def _on_close(self) -> None:
         """Hook: drop Python-side references after release was decided."""
 

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._lib import lib
-from ._lib import raise_for_status
+from ._lib import lib, raise_for_status
 from ._resource import ClosedParameter, Resource, release_cell
 from ._types import index_arg, int32_arg
 from .enums import MemcpyKind, MemMallocPolicy
@@ -72,9 +71,13 @@ class DeviceBuffer(Resource):
         self.nbytes = int(nbytes)
         # collected without close(): wait for queued work that may still use it, then free
         cell = self._arm(_free, device, before=device.synchronize)
-        lib.aclrtMalloc(byref(cell), self.nbytes, int(policy))  # owned from the moment it returns
-        self.ptr: int = int(cell.value or 0)
-        self._as_parameter_ = c_void_p(self.ptr)
+        try:
+            lib.aclrtMalloc(byref(cell), self.nbytes, int(policy))  # owned from the moment it returns
+            self.ptr: int = int(cell.value or 0)
+            self._as_parameter_ = c_void_p(self.ptr)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     _as_parameter_ = ClosedParameter()
 
@@ -164,8 +167,12 @@ class HostBuffer(Resource):
         self.nbytes = int(nbytes)
         self._views: list[weakref.ref] = []  # the ctypes arrays the numpy views are made from
         cell = self._arm(_free_host, device, before=device.synchronize)
-        lib.aclrtMallocHost(byref(cell), self.nbytes)  # owned from the moment it returns
-        self.ptr: int = int(cell.value or 0)
+        try:
+            lib.aclrtMallocHost(byref(cell), self.nbytes)  # owned from the moment it returns
+            self.ptr: int = int(cell.value or 0)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A numpy view of the buffer (no copy); it keeps this buffer alive."""

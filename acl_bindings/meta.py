@@ -95,13 +95,17 @@ class Tensor(Resource):
         storage = _int64_array(self.storage_dims, "storage_dims")
         create = lib.unchecked("aclCreateTensor")
         cell = self._arm(_destroy_tensor)
-        # stored in the statement of the call: owned from the moment it returns
-        cell.value = create(dims, len(self.shape), int(self.acl_dtype), st, self.offset, int(self.format), storage,
-                            len(self.storage_dims), self.address or None)
-        if not cell.value:
-            raise null_handle_error("aclCreateTensor")
-        self.handle = cast(cell, aclTensor_p)
-        self._as_parameter_ = self.handle
+        try:
+            # stored in the statement of the call: owned from the moment it returns
+            cell.value = create(dims, len(self.shape), int(self.acl_dtype), st, self.offset, int(self.format), storage,
+                                len(self.storage_dims), self.address or None)
+            if not cell.value:
+                raise null_handle_error("aclCreateTensor")
+            self.handle = cast(cell, aclTensor_p)
+            self._as_parameter_ = self.handle
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     _as_parameter_ = ClosedParameter()
 
@@ -129,11 +133,15 @@ class IntArray(Resource):
         self.values = tuple(arr)
         create = lib.unchecked("aclCreateIntArray")
         cell = self._arm(_destroy_int_array)
-        cell.value = create(arr, len(self.values))  # stored in the statement of the call: owned once it returns
-        if not cell.value:
-            raise null_handle_error("aclCreateIntArray")
-        self.handle = cast(cell, aclIntArray_p)
-        self._as_parameter_ = self.handle
+        try:
+            cell.value = create(arr, len(self.values))  # stored in the statement of the call: owned once it returns
+            if not cell.value:
+                raise null_handle_error("aclCreateIntArray")
+            self.handle = cast(cell, aclIntArray_p)
+            self._as_parameter_ = self.handle
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     _as_parameter_ = ClosedParameter()
 

@@ -53,7 +53,7 @@ class Executor(Resource):
         cell = self._arm(_destroy_executor)
         #: where phase 1 writes the executor (``aclOpExecutor **``): owned from the moment it returns
         self.out = cast(pointer(cell), POINTER(aclOpExecutor_p))
-        self.handle = cast(cell, aclOpExecutor_p)
+        self.handle: Any = cast(cell, aclOpExecutor_p)
         if handle:
             cell.value = cast(handle, c_void_p).value
         self._adopted()
@@ -156,8 +156,12 @@ class TwoPhaseOp:
         """Phase 1: returns ``(workspace_size, executor)``.  Raises on a non-zero status."""
         size = c_uint64()
         executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
-        getattr(lib, self.phase1_name)(*args, byref(size), executor.out)
-        executor._adopted()
+        try:
+            getattr(lib, self.phase1_name)(*args, byref(size), executor.out)
+            executor._adopted()
+        except BaseException:
+            executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)
+            raise
         if executor.closed:
             return int(size.value), _NullExecutor(int(size.value))
         executor.workspace_size = int(size.value)

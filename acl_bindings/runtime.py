@@ -178,12 +178,16 @@ class Device(Resource):
         ensure_initialized()
         self.id = device_id
         cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
-        cell.value = None if (rc := lib.unchecked("aclrtSetDevice")(device_id)) else 1
-        raise_for_status(rc, "aclrtSetDevice")
-        ctx = c_void_p()
-        lib.aclrtGetCurrentContext(byref(ctx))
-        self.context: int = int(ctx.value or 0)
-        _tls.current = (_generation[0], self.context)
+        try:
+            cell.value = None if (rc := lib.unchecked("aclrtSetDevice")(device_id)) else 1
+            raise_for_status(rc, "aclrtSetDevice")
+            ctx = c_void_p()
+            lib.aclrtGetCurrentContext(byref(ctx))
+            self.context: int = int(ctx.value or 0)
+            _tls.current = (_generation[0], self.context)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     def activate(self) -> None:
         """Make this device's context current on the calling thread (cached per thread).
@@ -239,9 +243,13 @@ class Stream(Resource):
         device.activate()
         self.device = device
         cell = self._arm(_destroy_stream, device)
-        lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
-        self.handle: int = int(cell.value or 0)
-        self._as_parameter_ = c_void_p(self.handle)
+        try:
+            lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
+            self.handle: int = int(cell.value or 0)
+            self._as_parameter_ = c_void_p(self.handle)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     _as_parameter_ = ClosedParameter()
 
@@ -278,8 +286,12 @@ class Event(Resource):
         device.activate()
         self.device = device
         cell = self._arm(_destroy_event, device)
-        lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
-        self.handle: int = int(cell.value or 0)
+        try:
+            lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
+            self.handle: int = int(cell.value or 0)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     def record(self, stream: Stream) -> None:
         """Record the event on *stream*."""

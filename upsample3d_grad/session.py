@@ -264,6 +264,8 @@ class Session:
             self.stream = Stream(self.device)
             self.workspace = Workspace(self.device, self.stream)
         except BaseException:
+            if isinstance(self.__dict__.get("stream"), Stream):
+                self.stream.close()  # (interrupted after the stream was made: it needs the device)
             self.device.close()
             raise
         self._closed = False

@@ -197,6 +197,7 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
             out_np = out
         else:
             raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
+    result: Any
     if session is None:
         from .api import _on_default_session
 
