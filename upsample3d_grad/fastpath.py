@@ -382,12 +382,13 @@ class PreparedCall:
     def _prepare(self, plan: bool) -> None:
         """Phase 1 once: learn the workspace size; keep a repeatable executor when *plan*."""
         go, gi = self._go, self._gi
-        self._tensors = (
-            Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                   address=go.buffer.ptr),
-            Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                   address=gi.buffer.ptr))
-        self._arrays = (IntArray(self.output_size), IntArray(self.input_size))
+        # one at a time: when a later one fails, the earlier ones are already ours to close (and retry)
+        self._tensors = (Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                                address=go.buffer.ptr),)
+        self._tensors += (Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                                 address=gi.buffer.ptr),)
+        self._arrays = (IntArray(self.output_size),)
+        self._arrays += (IntArray(self.input_size),)
         # the executor keeps the tensors and arrays it refers to alive (if the call is dropped unclosed)
         size, executor = OP.get_workspace_size(self._tensors[0], *self._arrays, *self.scales, self._tensors[1],
                                                keep=(*self._tensors, *self._arrays))
@@ -565,6 +566,7 @@ class PreparedCall:
         def run() -> None:
             if cells[0] or cells[1] or cells[2] or cells[3] or ex:
                 left.salvage()  # an earlier call was interrupted: its handles are destroyed by close()
+            done = False
             # each handle is stored in the statement that creates it: a cell the finalizer net reads
             cells[0] = create_tensor(*go_args.args)
             try:
@@ -604,6 +606,7 @@ class PreparedCall:
                             raise _status_error(rc, "aclrtSynchronizeStream")
                     else:
                         session._pending = True
+                done = True
             finally:
                 # reverse order of creation; every handle is destroyed, on error paths too; each cell is
                 # emptied in the statement of its successful destroy
@@ -618,6 +621,8 @@ class PreparedCall:
                     cells[0] = None if not (r4 := destroy_tensor(cells[0])) else cells[0]
                 if r1 or r2 or r3 or r4:  # still live: kept, and destroyed again by close()
                     left.salvage()
+                    if not done:
+                        recent_error_message()  # another error is being raised: this one's message must not linger
             # reached only when nothing above raised: a refused destroy is then the error to report
             if r1 or r2:
                 raise _status_error(r1 or r2, "aclDestroyIntArray")
