@@ -442,7 +442,7 @@ def _faulted_calls(make: Callable[[], Scenario], spec: str) -> dict[str, int]:
         sim.set_fault(None)
         recent_error_message()
         scenario.teardown(state)
-        del state, scenario
+        state.clear()
         _leaks(before)  # (collects what only the finalizer net releases, so the next run starts clean)
     return calls
 
