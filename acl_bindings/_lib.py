@@ -282,8 +282,11 @@ class Lib:
             where = ([p for p, _ in backend.op_candidates] if role == "opapi"
                      else [backend.runtime.path if role == "runtime" else backend.nnopbase.path])
             hint = " It is optional; probe with lib.has()." if name in OPTIONAL else ""
+            failed = "".join(f" {path} failed to load: {why}." for path, why in backend.op_failures()
+                             if role == "opapi")
             raise MissingSymbolError(
-                f"{name} is not exported by the loaded {role} libraries ({', '.join(where) or 'none found'}).{hint}")
+                f"{name} is not exported by the loaded {role} libraries ({', '.join(where) or 'none found'})."
+                f"{failed}{hint}")
         return fn
 
 

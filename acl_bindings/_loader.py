@@ -1,11 +1,14 @@
 """Finding and loading the CANN libraries, or the simulator.
 
 Nothing is loaded at import.  The first raw call (or :func:`load`) chooses the
-backend under a lock, once per process.
+backend under a lock, once per process.  Every path read from the environment or
+from ``vendors/config.ini`` is made absolute when it is read, so a later
+``os.chdir`` cannot change what loads.
 
-Runtime (``libascendcl.so``, else ``libacl_rt.so``) and ``libnnopbase.so`` are
-looked for in these folders, in order; a folder on a path with a ``stub``
-component is never searched (CANN ships link-time stubs there):
+The runtime (``libascendcl.so``, else ``libacl_rt.so``) is looked for in these
+folders, in order, and ``libnnopbase.so`` beside it (the first folder holding both
+that load wins); a folder on a path with a ``stub`` component is never searched
+(CANN ships link-time stubs there):
 
 1. ``$ACL_BINDINGS_LIB_DIR`` (the folder itself, then its ``lib64``);
 2. ``$ASCEND_HOME_PATH``, then ``$ASCEND_TOOLKIT_HOME``: ``<p>/lib64`` and
@@ -14,19 +17,33 @@ component is never searched (CANN ships link-time stubs there):
 4. the default roots ``/usr/local/Ascend/cann`` and
    ``/usr/local/Ascend/ascend-toolkit/latest`` (``lib64``, ``<arch>-linux/lib64``).
 
-Operator symbols are looked up per symbol, in this order (cann-abi.md §4.1):
+Operator symbols are looked up per symbol, in this order (cann-abi.md §4.1, §8.7; as in
+nnopbase's own list, ``NnopbaseGetOppApiPath`` in hicann/opbase
+``src/nnopbase/individual_op/executor/indv_collector.cpp``, custom packages come first and
+``libopapi.so`` last; among the split libraries the operator's own, ``libopapi_cv.so``, is
+tried first):
 
 1. custom operator packages: ``<e>/op_api/lib/libcust_opapi.so`` for each entry of
    ``$ASCEND_CUSTOM_OPP_PATH``;
 2. vendor packages: ``$ASCEND_OPP_PATH/vendors/<v>/op_api/lib/libcust_opapi.so`` for
-   each ``v`` of the ``load_priority=`` line of ``vendors/config.ini``;
+   each ``v`` of the ``load_priority=`` line of ``vendors/config.ini``; a name that is
+   not a single folder name (``..``, ``a/b``) is refused with a warning;
 3. ``libopapi_cv.so``, then ``libopapi_math.so``, ``libopapi_nn.so``,
-   ``libopapi_transformer.so``, ``libopapi_legacy.so``: in the runtime's folder first,
-   then in the other folders above;
-4. ``libopapi.so``, only where no ``libopapi_*.so`` exists (the two are never mixed).
+   ``libopapi_transformer.so``, ``libopapi_oam.so``, ``libopapi_legacy.so``: in the
+   runtime's folder first, then in the other folders above;
+4. last, always (also where split libraries exist): ``libopapi.so`` from the same
+   folders, then the OPP package's built-in copy
+   (``<opp>/built-in/op_impl/ai_core/tbe/op_api/lib/linux/<arch>/libopapi.so``, with
+   ``<opp>`` = ``$ASCEND_HOME_PATH/opp_latest`` or ``$ASCEND_OPP_PATH``).
+
+A library that is found but does not load is reported with the reason, naming the
+dependency that ``dlopen`` could not find (:mod:`acl_bindings._dlerror`).
 
 Backend choice (``ACL_BINDINGS_BACKEND``): ``auto`` uses real CANN when the runtime
-is found and falls back to the simulator built in ``acl_bindings/sim/lib64``;
+loads and otherwise the simulator built in ``acl_bindings/sim/lib64``.  The
+fallback is quiet only when no CANN is present at all; when a CANN library is
+there but does not load (broken, partial, another architecture), the backend's
+:attr:`Backend.fallback` says so and a :class:`BackendFallbackWarning` is issued.
 ``cann`` requires real CANN; ``sim`` uses the embedded simulator.  A library that
 exports ``cannsimVersion`` is the simulator, wherever it was found, and is
 reported as such.
@@ -34,17 +51,19 @@ reported as such.
 
 from __future__ import annotations
 
+import _ctypes
 import configparser
 import ctypes
 import logging
 import os
 import platform
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _config
-from .errors import LibraryNotFoundError, SimulatorUnavailableError
+from . import _config, _dlerror
+from .errors import BackendFallbackWarning, LibraryNotFoundError, LoaderWarning, SimulatorUnavailableError
 
 __all__ = ["LibraryInfo", "Backend", "load", "loaded", "SIM_ROOT"]
 
@@ -56,15 +75,24 @@ SIM_ROOT = Path(__file__).resolve().parent / "sim"
 RUNTIME_NAMES = ("libascendcl.so", "libacl_rt.so")
 NNOPBASE_NAME = "libnnopbase.so"
 OPAPI_SPLIT = ("libopapi_cv.so", "libopapi_math.so", "libopapi_nn.so", "libopapi_transformer.so",
-               "libopapi_legacy.so")
+               "libopapi_oam.so", "libopapi_legacy.so")
 OPAPI_LEGACY = "libopapi.so"
 CUSTOM_OPAPI = os.path.join("op_api", "lib", "libcust_opapi.so")
+BUILTIN_OPAPI_DIR = os.path.join("built-in", "op_impl", "ai_core", "tbe", "op_api", "lib", "linux")
 DEFAULT_ROOTS = ("/usr/local/Ascend/cann", "/usr/local/Ascend/ascend-toolkit/latest")
+#: Symbols without which a library is not the one its name says (cann-abi.md §4.1).
+RUNTIME_ESSENTIAL = ("aclInit", "aclrtSetDevice")
+NNOPBASE_ESSENTIAL = ("aclCreateTensor",)
+#: Variables that say a CANN install is meant to be used (their folders count as "CANN present").
+INSTALL_VARS = ("ACL_BINDINGS_LIB_DIR", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 
 FIX_HINT = (
-    "To use a real CANN install, run `source /usr/local/Ascend/cann/set_env.sh` (CANN 8.5+/9.x) or "
-    "`source /usr/local/Ascend/ascend-toolkit/set_env.sh` (CANN 8.x), or set ASCEND_HOME_PATH to the install "
-    "root, or ACL_BINDINGS_LIB_DIR to the folder holding libascendcl.so and libnnopbase.so. "
+    "To use a real CANN install, source its environment script in the shell before starting Python: "
+    "`source /usr/local/Ascend/cann/set_env.sh` (CANN 8.5+/9.x) or `source /usr/local/Ascend/ascend-toolkit/"
+    "set_env.sh` (CANN 8.x). It sets LD_LIBRARY_PATH, which the dynamic linker reads only when a process starts and "
+    "through which CANN's libraries find the ones they need (the driver's, libc_sec.so, each other): setting "
+    "ASCEND_HOME_PATH or ACL_BINDINGS_LIB_DIR (a folder holding libascendcl.so and libnnopbase.so), or os.environ "
+    "inside Python, finds the libraries but not those dependencies. "
     "To use the CPU simulator instead, set ACL_BINDINGS_BACKEND=sim (or auto)."
 )
 
@@ -95,6 +123,9 @@ class Backend:
     op_candidates: list[tuple[str, str]]
     tried: list[tuple[str, str]] = field(default_factory=list)
     op_libraries: list[LibraryInfo] = field(default_factory=list)
+    #: ``"CANN at X failed to load: <reason>; using the simulator"`` when ``auto`` fell back from a
+    #: CANN install that is present but does not load; empty otherwise.
+    fallback: str = ""
     _op_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -113,11 +144,14 @@ class Backend:
             for path, via in self.op_candidates:
                 dll = self.handles.get(path)
                 if dll is None:
+                    if any(p == path for p, _ in self.op_failures()):
+                        continue
                     try:
                         dll = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
                     except OSError as exc:
-                        self.tried.append((path, f"failed to load: {exc}"))
-                        _log.debug("operator library %s failed to load: %s", path, exc)
+                        why = _dlerror.explain(path, str(exc))
+                        self.tried.append((path, f"{_FAILED}{why}"))
+                        _log.warning("operator library %s failed to load: %s", path, why)
                         continue
                     self.handles[path] = dll
                     self.op_libraries.append(LibraryInfo("opapi", os.path.basename(path), path, via))
@@ -127,18 +161,26 @@ class Backend:
                     return dll, info
         return None
 
+    def op_failures(self) -> list[tuple[str, str]]:
+        """``(path, reason)`` of each operator library that was found but did not load."""
+        paths = {p for p, _ in self.op_candidates}
+        return [(p, r[len(_FAILED):]) for p, r in self.tried if p in paths and r.startswith(_FAILED)]
+
     def describe(self) -> str:
         """A few lines saying which backend is in use and where each library came from."""
         label = "CPU simulator (no NPU is used)" if self.is_simulator else "real CANN"
         lines = [f"backend: {self.kind} - {label} (ACL_BINDINGS_BACKEND={self.requested})"]
         for info in (self.runtime, self.nnopbase, *self.op_libraries):
             lines.append(f"  {info.role:<9} {info.path}  [found via {info.found_via}]")
+        for path, why in self.op_failures():
+            lines.append(f"  opapi     {path}  FAILED TO LOAD: {why}")
         if not self.op_libraries:
             lines.append("  opapi     (loaded on first operator call) candidates: "
                          + ", ".join(p for p, _ in self.op_candidates[:6]))
         return "\n".join(lines)
 
 
+_FAILED = "failed to load: "
 _lock = threading.Lock()
 _backend: Backend | None = None
 
@@ -171,19 +213,25 @@ def _arch_dirs(root: str) -> list[str]:
     return [os.path.join(root, "lib64"), os.path.join(root, f"{arch}-linux", "lib64")]
 
 
+def _absolute(path: str) -> str:
+    """*path* made absolute against the current folder, now, once (a later chdir changes nothing)."""
+    return os.path.normpath(os.path.abspath(path))
+
+
 def search_folders() -> list[tuple[str, str]]:
-    """The ordered ``(folder, found_via)`` list searched for the runtime and nnopbase."""
+    """The ordered ``(folder, found_via)`` list searched for the runtime and nnopbase (absolute paths)."""
     folders: list[tuple[str, str]] = []
     override = _config.lib_dir()
     if override:
+        override = _absolute(override)
         folders += [(override, "ACL_BINDINGS_LIB_DIR"), (os.path.join(override, "lib64"), "ACL_BINDINGS_LIB_DIR")]
     for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         root = _config.env(var)
         if root:
-            folders += [(d, var) for d in _arch_dirs(root)]
+            folders += [(d, var) for d in _arch_dirs(_absolute(root))]
     for entry in (_config.env("LD_LIBRARY_PATH") or "").split(":"):
         if entry:
-            folders.append((entry, "LD_LIBRARY_PATH"))
+            folders.append((_absolute(entry), "LD_LIBRARY_PATH"))
     for root in DEFAULT_ROOTS:
         folders += [(d, f"default root {root}") for d in _arch_dirs(root)]
     seen: set[str] = set()
@@ -196,34 +244,73 @@ def search_folders() -> list[tuple[str, str]]:
     return unique
 
 
-def _find_one(names: tuple[str, ...], folders: list[tuple[str, str]], tried: list[tuple[str, str]],
-              role: str) -> tuple[LibraryInfo, ctypes.CDLL] | None:
+def _locate(names: tuple[str, ...], folders: list[tuple[str, str]],
+            tried: list[tuple[str, str]] | None) -> list[tuple[str, str, str]]:
+    """``(path, name, found_via)`` of every file named *names* in *folders*, in search order (no loading)."""
+    out = []
     for folder, via in folders:
         if _is_stub(folder):
-            tried.append((folder, "skipped: a stub folder holds link-time stubs only"))
+            if tried is not None:
+                tried.append((folder, "skipped: a stub folder holds link-time stubs only"))
             continue
         for name in names:
             path = os.path.join(folder, name)
-            if not os.path.isfile(path):
+            if os.path.isfile(path):
+                out.append((_absolute(path), name, via))
+            elif tried is not None:
                 tried.append((path, "not found"))
-                continue
-            try:
-                dll = ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_GLOBAL)
-            except OSError as exc:
-                tried.append((path, f"failed to load: {exc}"))
-                continue
-            return LibraryInfo(role, name, os.path.abspath(path), via), dll
+    return out
+
+
+def _open(path: str, tried: list[tuple[str, str]], broken: list[tuple[str, str]]) -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        why = _dlerror.explain(path, str(exc))
+        tried.append((path, f"{_FAILED}{why}"))
+        broken.append((os.path.dirname(path), f"{os.path.basename(path)}: {why}"))
+        return None
+
+
+def _exports(dll: ctypes.CDLL, path: str, symbols: tuple[str, ...], tried: list[tuple[str, str]],
+             broken: list[tuple[str, str]]) -> bool:
+    """Whether *dll* exports every symbol of *symbols*; if not, say so in *tried* and *broken*."""
+    missing = [name for name in symbols if not hasattr(dll, name)]
+    if not missing:
+        return True
+    why = (f"it loads but does not export {', '.join(missing)} (not a CANN {os.path.basename(path)}: a link-time "
+           "stub, or another library of that name)")
+    tried.append((path, f"{_FAILED}{why}"))
+    broken.append((os.path.dirname(path), f"{os.path.basename(path)}: {why}"))
+    return False
+
+
+def _unload(dll: ctypes.CDLL) -> None:
+    """dlclose a library that is not used after all: left loaded, it would stand in for the simulator's
+    library of the same soname when the simulator is loaded next."""
+    try:
+        _ctypes.dlclose(dll._handle)  # type: ignore[attr-defined]
+    except (OSError, AttributeError):  # pragma: no cover - nothing more to do
+        pass
+
+
+def _vendor_name_problem(name: str) -> str | None:
+    """Why *name* from ``vendors/config.ini`` is not one folder inside ``vendors/``, else None."""
+    if name in (".", "..") or "/" in name or "\\" in name or "\0" in name or os.path.isabs(name):
+        return f"vendor name {name!r} is not a single folder name: it would leave the vendors folder"
     return None
 
 
 def _vendor_dirs() -> list[tuple[str, str]]:
+    """Custom and vendor ``libcust_opapi.so`` paths (absolute), in lookup order, existing or not."""
     out: list[tuple[str, str]] = []
     for entry in (_config.env("ASCEND_CUSTOM_OPP_PATH") or "").split(":"):
         if entry:
-            out.append((os.path.join(entry, CUSTOM_OPAPI), "ASCEND_CUSTOM_OPP_PATH"))
+            out.append((os.path.join(_absolute(entry), CUSTOM_OPAPI), "ASCEND_CUSTOM_OPP_PATH"))
     opp = _config.env("ASCEND_OPP_PATH")
     if opp:
-        ini = os.path.join(opp, "vendors", "config.ini")
+        vendors_dir = os.path.join(_absolute(opp), "vendors")
+        ini = os.path.join(vendors_dir, "config.ini")
         if os.path.isfile(ini):
             parser = configparser.ConfigParser()
             try:
@@ -234,51 +321,103 @@ def _vendor_dirs() -> list[tuple[str, str]]:
                 _log.warning("could not parse %s: %s", ini, exc)
                 vendors = ""
             for vendor in (v.strip() for v in vendors.split(",")):
-                if vendor:
-                    out.append((os.path.join(opp, "vendors", vendor, CUSTOM_OPAPI), f"{ini} load_priority"))
+                if not vendor:
+                    continue
+                problem = _vendor_name_problem(vendor)
+                if problem is not None:
+                    message = f"{ini}: load_priority: {problem}; refused (it is not searched)"
+                    _log.warning("%s", message)
+                    warnings.warn(message, LoaderWarning, stacklevel=2)
+                    continue
+                out.append((os.path.join(vendors_dir, vendor, CUSTOM_OPAPI), f"{ini} load_priority"))
     return out
+
+
+def _builtin_opapi() -> list[tuple[str, str]]:
+    """The OPP package's built-in ``libopapi.so`` (nnopbase's last entry, cann-abi.md §4.1)."""
+    arch = platform.machine() or "x86_64"
+    out = []
+    home = _config.env("ASCEND_HOME_PATH")
+    if home and os.path.isdir(os.path.join(home, "opp_latest")):
+        out.append((os.path.join(_absolute(home), "opp_latest"), "ASCEND_HOME_PATH/opp_latest"))
+    opp = _config.env("ASCEND_OPP_PATH")
+    if opp:
+        out.append((_absolute(opp), "ASCEND_OPP_PATH"))
+    return [(os.path.join(base, BUILTIN_OPAPI_DIR, arch, OPAPI_LEGACY), f"{via} built-in") for base, via in out]
 
 
 def op_candidates(runtime_dir: str, folders: list[tuple[str, str]],
                   include_custom: bool = True) -> list[tuple[str, str]]:
-    """Operator library paths in lookup order (see the module docstring)."""
+    """Operator library paths in lookup order (see the module docstring); ``libopapi.so`` comes last."""
     out = [(p, via) for p, via in (_vendor_dirs() if include_custom else []) if os.path.isfile(p)]
     dirs = [(runtime_dir, "beside the runtime")] + [(f, v) for f, v in folders
                                                     if os.path.normpath(f) != os.path.normpath(runtime_dir)]
-    split = []
     for name in OPAPI_SPLIT:
-        for folder, via in dirs:
-            path = os.path.join(folder, name)
-            if not _is_stub(folder) and os.path.isfile(path):
-                split.append((os.path.abspath(path), via))
-                break
-    out += split
-    if not split:
-        for folder, via in dirs:
-            path = os.path.join(folder, OPAPI_LEGACY)
-            if not _is_stub(folder) and os.path.isfile(path):
-                out.append((os.path.abspath(path), via))
-                break
+        found = _locate((name,), dirs, None)
+        if found:
+            out.append((found[0][0], found[0][2]))
+    out += [(p, via) for p, _, via in _locate((OPAPI_LEGACY,), dirs, None)[:1]]
+    if include_custom:
+        out += [(_absolute(p), via) for p, via in _builtin_opapi() if os.path.isfile(p)]
+    return out
+
+
+def _orphans(folders: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Where CANN is meant to be but no runtime file is: nnopbase alone, or a named install folder without one."""
+    out = []
+    for path, name, _ in _locate((NNOPBASE_NAME,), folders, None)[:1]:
+        out.append((os.path.dirname(path), f"{name} is there but no runtime ({' or '.join(RUNTIME_NAMES)}) "
+                                            "was found in it or in any search folder"))
+    for var in INSTALL_VARS:
+        value = _config.env(var)
+        if value and not out:
+            out.append((_absolute(value), f"{var} names it, but no runtime ({' or '.join(RUNTIME_NAMES)}) was "
+                                          "found there (lib64, <arch>-linux/lib64)"))
     return out
 
 
 def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], requested: str,
-               include_custom: bool = True) -> Backend | None:
-    runtime = _find_one(RUNTIME_NAMES, folders, tried, "runtime")
-    if runtime is None:
+               include_custom: bool = True, broken: list[tuple[str, str]] | None = None) -> Backend | None:
+    """The first runtime of *folders* that loads with its nnopbase, or None.
+
+    ``broken`` collects ``(folder, reason)`` for every library that is present and does not load,
+    and for a runtime without its nnopbase (a partial install).
+    """
+    broken = [] if broken is None else broken
+    runtimes = _locate(RUNTIME_NAMES, folders, tried)
+    if not runtimes:
+        broken.extend(_orphans(folders))
         return None
-    rt_info, rt_dll = runtime
-    rt_dir = os.path.dirname(rt_info.path)
-    nn_folders = [(rt_dir, rt_info.found_via)] + folders
-    nnop = _find_one((NNOPBASE_NAME,), nn_folders, tried, "nnopbase")
-    if nnop is None:
-        tried.append((rt_dir, f"{NNOPBASE_NAME} not found beside {rt_info.name} or in any search folder"))
-        return None
-    nn_info, nn_dll = nnop
-    kind = "sim" if hasattr(rt_dll, "cannsimVersion") else "cann"
-    return Backend(kind=kind, requested=requested, runtime=rt_info, nnopbase=nn_info,
-                   handles={rt_info.path: rt_dll, nn_info.path: nn_dll},
-                   op_candidates=op_candidates(rt_dir, folders, include_custom), tried=tried)
+    for rt_path, rt_name, rt_via in runtimes:
+        rt_dir = os.path.dirname(rt_path)
+        # only beside the runtime (both are in lib64 in every CANN layout, cann-abi.md §4.2): a runtime and an
+        # nnopbase of different installs would bind to each other's symbols
+        nn_found = _locate((NNOPBASE_NAME,), [(rt_dir, rt_via)], None)
+        if not nn_found:
+            why = f"{NNOPBASE_NAME} not found beside {rt_name} (a partial install)"
+            tried.append((rt_dir, why))
+            broken.append((rt_dir, why))
+            continue
+        rt_dll = _open(rt_path, tried, broken)
+        if rt_dll is None:
+            continue
+        if not _exports(rt_dll, rt_path, RUNTIME_ESSENTIAL, tried, broken):
+            _unload(rt_dll)
+            continue
+        nn_path, _, nn_via = nn_found[0]
+        nn_dll = _open(nn_path, tried, broken)
+        if nn_dll is None or not _exports(nn_dll, nn_path, NNOPBASE_ESSENTIAL, tried, broken):
+            if nn_dll is not None:
+                _unload(nn_dll)
+            _unload(rt_dll)
+            continue
+        rt_info = LibraryInfo("runtime", rt_name, rt_path, rt_via)
+        nn_info = LibraryInfo("nnopbase", NNOPBASE_NAME, nn_path, nn_via)
+        kind = "sim" if hasattr(rt_dll, "cannsimVersion") else "cann"
+        return Backend(kind=kind, requested=requested, runtime=rt_info, nnopbase=nn_info,
+                       handles={rt_info.path: rt_dll, nn_info.path: nn_dll},
+                       op_candidates=op_candidates(rt_dir, folders, include_custom), tried=tried)
+    return None
 
 
 def simulator_status() -> tuple[bool, str]:
@@ -314,27 +453,53 @@ def _tried_text(tried: list[tuple[str, str]]) -> str:
     return "\n".join(f"  - {path}: {reason}" for path, reason in tried) or "  (nothing)"
 
 
+def _failure_text(broken: list[tuple[str, str]]) -> str:
+    """``"CANN at X failed to load: <reason>"`` for the first CANN library that is present and does not load."""
+    where, why = broken[0]
+    return f"CANN at {where} failed to load: {why}"
+
+
 def _choose() -> Backend:
     requested = _config.backend()
     tried: list[tuple[str, str]] = []
+    broken: list[tuple[str, str]] = []
     if requested in ("auto", "cann"):
-        found = _load_from(search_folders(), tried, requested)
+        found = _load_from(search_folders(), tried, requested, broken=broken)
         if found is not None and (requested == "auto" or found.kind == "cann"):
+            if found.kind == "sim" and broken:
+                found.fallback = _announce(f"{_failure_text(broken)}; using the simulator")
             return found
         if requested == "cann":
-            why = ("only the CPU simulator was found at " + found.runtime.path
-                   if found is not None else "no CANN runtime library was found")
+            if found is not None:
+                why = "only the CPU simulator was found at " + found.runtime.path
+            elif broken:
+                why = _failure_text(broken)
+            else:
+                why = "no CANN runtime library was found"
             raise LibraryNotFoundError(
                 f"ACL_BINDINGS_BACKEND=cann, but {why}.\nTried:\n{_tried_text(tried)}\n{FIX_HINT}", tried)
     ok, why = simulator_status()
+    notice = f"{_failure_text(broken)}; using the simulator" if broken else ""
     if not ok:
-        raise SimulatorUnavailableError(
-            f"No CANN install was found and {why}\nTried:\n{_tried_text(tried)}\n{FIX_HINT}", tried)
-    via = "ACL_BINDINGS_BACKEND=sim" if requested == "sim" else "fallback: no CANN install found"
+        head = f"{_failure_text(broken)}, and" if broken else "No CANN install was found and"
+        raise SimulatorUnavailableError(f"{head} {why}\nTried:\n{_tried_text(tried)}\n{FIX_HINT}", tried)
+    if requested == "sim":
+        via = "ACL_BINDINGS_BACKEND=sim"
+    else:
+        via = "fallback: CANN failed to load" if broken else "fallback: no CANN install found"
     sim = _load_from([(str(SIM_ROOT / "lib64"), f"embedded simulator ({via})")], tried, requested,
                      include_custom=False)
     if sim is None or sim.kind != "sim":
         raise SimulatorUnavailableError(
             f"The embedded simulator in {SIM_ROOT / 'lib64'} could not be loaded.\nTried:\n{_tried_text(tried)}",
             tried)
+    if notice:
+        sim.fallback = _announce(notice)
     return sim
+
+
+def _announce(notice: str) -> str:
+    """Log and warn (:class:`BackendFallbackWarning`) that a present CANN did not load; return *notice*."""
+    _log.warning("%s", notice)
+    warnings.warn(notice, BackendFallbackWarning, stacklevel=4)
+    return notice

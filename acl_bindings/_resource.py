@@ -33,7 +33,7 @@ _log = logging.getLogger("acl_bindings")
 class _ProcessState:
     """Process-wide facts that releases consult."""
 
-    pid: int = os.getpid()
+    pid: int | None = None  # the process that initialised ACL (None until then)
     finalized: bool = False
 
 
@@ -41,8 +41,9 @@ STATE = _ProcessState()
 
 
 def releases_allowed() -> bool:
-    """False after aclFinalize, or in a forked child (handles there are not ours)."""
-    return not STATE.finalized and os.getpid() == STATE.pid
+    """False after this process released its ACL reference, or in a child forked after ACL was
+    initialised (handles there are not ours)."""
+    return not STATE.finalized and (STATE.pid is None or os.getpid() == STATE.pid)
 
 
 def _quiet(release: Callable[..., Any], cell: c_void_p, *args: Any, before: Callable[[], Any] | None = None) -> None:

@@ -7,7 +7,7 @@ from enum import IntEnum
 import numpy as np
 
 __all__ = ["enum_name", "DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "dtype_to_acl",
-           "acl_to_dtype"]
+           "acl_to_dtype", "dtype_name"]
 
 
 class DataType(IntEnum):
@@ -118,3 +118,20 @@ def acl_to_dtype(acl: int) -> np.dtype:
         if bf16 is not None:
             return bf16
     raise TypeError(f"aclDataType {acl} has no numpy equivalent here")
+
+
+#: numpy's spelling of each ``aclDataType`` that has a numpy (or ml_dtypes) counterpart.
+_DTYPE_NAMES = {DataType.FLOAT: "float32", DataType.FLOAT16: "float16", DataType.INT8: "int8",
+                DataType.INT32: "int32", DataType.UINT8: "uint8", DataType.INT16: "int16", DataType.UINT16: "uint16",
+                DataType.UINT32: "uint32", DataType.INT64: "int64", DataType.UINT64: "uint64",
+                DataType.DOUBLE: "float64", DataType.BOOL: "bool", DataType.COMPLEX64: "complex64",
+                DataType.COMPLEX128: "complex128", DataType.BF16: "bfloat16"}
+
+
+def dtype_name(acl: int) -> str:
+    """The one spelling of an ``aclDataType`` in messages and reports: numpy's name (``float32``,
+    ``bfloat16``, ``int8``, ...), else ``aclDataType <n> (<enum name>)``."""
+    try:
+        return _DTYPE_NAMES[DataType(acl)]
+    except (ValueError, KeyError):
+        return f"aclDataType {acl} ({enum_name(DataType, acl)})"

@@ -11,6 +11,11 @@
 * :class:`LibraryNotFoundError` (an :class:`OSError`, not an :class:`AclError`)
   when no library could be loaded.
 * :class:`ClosedError` for use of an object after ``close()``.
+* :class:`AclTypeError` (an :class:`AclParamError` that is also a :class:`TypeError`)
+  for an argument of the wrong Python type: it carries the code CANN gives.
+* :class:`LoaderWarning` when a library or configuration that was found is not used,
+  and its subclass :class:`BackendFallbackWarning` when a CANN install is present but
+  does not load, so the simulator is used.
 
 Every :class:`AclError` carries ``code``, ``name``, ``explanation``, ``func``
 (the C function) and ``detail`` (the ``aclGetRecentErrMsg`` text, read once, on
@@ -27,6 +32,7 @@ __all__ = [
     "AclError",
     "AclParamError",
     "AclnnParamError",
+    "AclTypeError",
     "AclMemoryError",
     "AclRuntimeError",
     "AclnnInnerError",
@@ -35,6 +41,8 @@ __all__ = [
     "ClosedError",
     "SimulatorUnavailableError",
     "ProcessForkedError",
+    "LoaderWarning",
+    "BackendFallbackWarning",
     "error_class_for",
 ]
 
@@ -94,6 +102,13 @@ class AclParamError(AclError, ValueError):
 AclnnParamError = AclParamError
 
 
+class AclTypeError(AclParamError, TypeError):
+    """A parameter of the wrong Python type (a list for an array, a str for a size or a scale).
+
+    Also a :class:`TypeError`, and an :class:`AclParamError` with the code CANN gives for it.
+    """
+
+
 class AclMemoryError(AclError, MemoryError):
     """An allocation failure: 200000, 207001, 207018 or 300000."""
 
@@ -150,3 +165,11 @@ class ClosedError(ValueError):
 
 class ProcessForkedError(RuntimeError):
     """ACL state was inherited through ``fork()``; it cannot be used in the child."""
+
+
+class LoaderWarning(UserWarning):
+    """A library or configuration entry was found but is not used (the message says which and why)."""
+
+
+class BackendFallbackWarning(LoaderWarning):
+    """A CANN install is present but does not load, so ``ACL_BINDINGS_BACKEND=auto`` uses the simulator."""

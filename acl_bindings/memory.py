@@ -45,8 +45,8 @@ def _check_nbytes(nbytes: object) -> None:
 
 
 def _free(cell: c_void_p, device: Device) -> None:
-    device.activate()
-    raise_for_status(release_cell(cell, lib.unchecked("aclrtFree")), "aclrtFree")
+    with device.active():
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtFree")), "aclrtFree")
 
 
 class DeviceBuffer(Resource):
@@ -66,13 +66,13 @@ class DeviceBuffer(Resource):
 
     def __init__(self, device: Device, nbytes: int, policy: MemMallocPolicy = MemMallocPolicy.HUGE_FIRST) -> None:
         _check_nbytes(nbytes)
-        device.activate()
         self.device = device
         self.nbytes = int(nbytes)
         # collected without close(): wait for queued work that may still use it, then free
         cell = self._arm(_free, device, before=device.synchronize)
         try:
-            lib.aclrtMalloc(byref(cell), self.nbytes, int(policy))  # owned from the moment it returns
+            with device.active():
+                lib.aclrtMalloc(byref(cell), self.nbytes, int(policy))  # owned from the moment it returns
             self.ptr: int = int(cell.value or 0)
             self._as_parameter_ = c_void_p(self.ptr)
         except BaseException:
@@ -100,12 +100,12 @@ class DeviceBuffer(Resource):
         offset, n = self._range(offset, n, "upload")
         if n == 0:
             return
-        self.device.activate()
-        if stream is None:
-            lib.aclrtMemcpy(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE)
-        else:
-            lib.aclrtMemcpyAsync(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE,
-                                 stream)
+        with self.device.active():
+            if stream is None:
+                lib.aclrtMemcpy(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE)
+            else:
+                lib.aclrtMemcpyAsync(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE,
+                                     stream)
 
     def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
         """Copy bytes at ``ptr + offset`` into *out*'s :func:`host_span` (synchronous) and return *out*.
@@ -117,29 +117,29 @@ class DeviceBuffer(Resource):
         addr, n = host_span(out)
         offset, n = self._range(offset, n, "download")
         if n:
-            self.device.activate()
-            lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
+            with self.device.active():
+                lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
         return out
 
     def copy_from(self, src: DeviceBuffer, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Device-to-device copy of *nbytes* (default: all of *src*) into this buffer."""
         _, n = src._range(0, src.nbytes if nbytes is None else nbytes, "copy_from source")
         self._range(0, n, "copy_from destination")
-        self.device.activate()
-        if stream is None:
-            lib.aclrtMemcpy(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE)
-        else:
-            lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
+        with self.device.active():
+            if stream is None:
+                lib.aclrtMemcpy(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE)
+            else:
+                lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
 
     def memset(self, value: int = 0, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Set *nbytes* (default: all) bytes to *value* (an ``int32_t`` in the C API)."""
         v = int32_arg("memset value", value)
         _, n = self._range(0, self.nbytes if nbytes is None else nbytes, "memset")
-        self.device.activate()
-        if stream is None:
-            lib.aclrtMemset(self.ptr, self.nbytes, v, n)
-        else:
-            lib.aclrtMemsetAsync(self.ptr, self.nbytes, v, n, stream)
+        with self.device.active():
+            if stream is None:
+                lib.aclrtMemset(self.ptr, self.nbytes, v, n)
+            else:
+                lib.aclrtMemsetAsync(self.ptr, self.nbytes, v, n, stream)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.ptr:#x}"
@@ -147,8 +147,8 @@ class DeviceBuffer(Resource):
 
 
 def _free_host(cell: c_void_p, device: Device) -> None:
-    device.activate()
-    raise_for_status(release_cell(cell, lib.unchecked("aclrtFreeHost")), "aclrtFreeHost")
+    with device.active():
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtFreeHost")), "aclrtFreeHost")
 
 
 class HostBuffer(Resource):
@@ -162,13 +162,13 @@ class HostBuffer(Resource):
 
     def __init__(self, device: Device, nbytes: int) -> None:
         _check_nbytes(nbytes)
-        device.activate()
         self.device = device
         self.nbytes = int(nbytes)
         self._views: list[weakref.ref] = []  # the ctypes arrays the numpy views are made from
         cell = self._arm(_free_host, device, before=device.synchronize)
         try:
-            lib.aclrtMallocHost(byref(cell), self.nbytes)  # owned from the moment it returns
+            with device.active():
+                lib.aclrtMallocHost(byref(cell), self.nbytes)  # owned from the moment it returns
             self.ptr: int = int(cell.value or 0)
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector

@@ -18,6 +18,7 @@ aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from ctypes import POINTER, byref, c_uint64, c_void_p, cast, pointer
 from typing import Any
 
@@ -176,11 +177,13 @@ class TwoPhaseOp:
         address = c_void_p(workspace) if workspace else None
         cell = executor._cell
         assert cell is not None
-        if executor.repeatable:
-            rc = fn(address, workspace_size, cell, stream)
-        else:  # consumed whether or not it succeeds: forgotten in the statement of the call
-            cell.value, rc = None, fn(address, workspace_size, cell.value, stream)
-            executor._consumed()
+        device = getattr(stream, "device", None)  # (a raw call may pass no Stream: the library answers)
+        with device.active() if device is not None else nullcontext():
+            if executor.repeatable:
+                rc = fn(address, workspace_size, cell, stream)
+            else:  # consumed whether or not it succeeds: forgotten in the statement of the call
+                cell.value, rc = None, fn(address, workspace_size, cell.value, stream)
+                executor._consumed()
         executor.runs += 1
         raise_for_status(rc, self.phase2_name)
 

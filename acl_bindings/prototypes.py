@@ -47,6 +47,8 @@ PROTOTYPES: dict[str, Prototype] = {
     "aclInit": ("runtime", aclError, (c_char_p,)),
     # aclError aclFinalize(void);
     "aclFinalize": ("runtime", aclError, ()),
+    # aclError aclFinalizeReference(uint64_t *refCount);
+    "aclFinalizeReference": ("runtime", aclError, (_P(c_uint64),)),
     # const char *aclGetRecentErrMsg(void);
     "aclGetRecentErrMsg": ("runtime", c_str, ()),
     # ---------------------------------------------------------------- devices
@@ -143,7 +145,8 @@ PROTOTYPES: dict[str, Prototype] = {
 }
 
 #: Functions that may be absent from a given CANN release; bound only when present.
-OPTIONAL: frozenset[str] = frozenset({"aclsysGetVersionStr", "aclsysGetCANNVersion", "aclrtGetVersion"})
+OPTIONAL: frozenset[str] = frozenset({"aclsysGetVersionStr", "aclsysGetCANNVersion", "aclrtGetVersion",
+                                      "aclFinalizeReference"})
 
 #: Symbols exported by the simulator alone (never by real CANN), all from its runtime library.
 SIM_ONLY: dict[str, Prototype] = {

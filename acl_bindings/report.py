@@ -1,13 +1,22 @@
-"""The diagnostics report of ``python -m acl_bindings``."""
+"""The diagnostics report of ``python -m acl_bindings``.
+
+Exit codes, as the ``upsample3d-grad`` command's: 0 healthy; 1 unhealthy (a runtime
+error, or a CANN install that is present but did not load, so the simulator is used);
+2 usage error; 3 no library could be loaded (or ``ACL_BINDINGS_BACKEND`` is not valid).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import warnings
+from typing import Any, Sequence
 
-from . import _loader
-from .errors import AclError, LibraryNotFoundError
+from . import _config, _loader
+from .errors import AclError, BackendFallbackWarning, LibraryNotFoundError
 
-__all__ = ["collect", "format_report"]
+__all__ = ["collect", "format_report", "main", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_NO_LIBRARY"]
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_LIBRARY = 0, 1, 2, 3
 
 
 def collect() -> dict[str, Any]:
@@ -20,12 +29,14 @@ def collect() -> dict[str, Any]:
 
     backend = _loader.load()
     info: dict[str, Any] = {
+        "fallback": backend.fallback,
         "backend": backend.kind,
         "simulator": backend.is_simulator,
         "requested": backend.requested,
         "libraries": [{"role": i.role, "path": i.path, "found_via": i.found_via}
                       for i in (backend.runtime, backend.nnopbase, *backend.op_libraries)],
         "op_candidates": [p for p, _ in backend.op_candidates],
+        "op_failures": [{"path": p, "reason": r} for p, r in backend.op_failures()],
     }
     try:
         runtime.ensure_initialized()
@@ -52,13 +63,16 @@ def collect() -> dict[str, Any]:
 def format_report(info: dict[str, Any]) -> str:
     """Human-readable lines for :func:`collect`'s result."""
     kind = "CPU simulator (no NPU is used)" if info["simulator"] else "real CANN"
-    lines = [f"backend:       {info['backend']} - {kind} (ACL_BINDINGS_BACKEND={info['requested']})"]
+    lines = [info["fallback"]] if info.get("fallback") else []
+    lines.append(f"backend:       {info['backend']} - {kind} (ACL_BINDINGS_BACKEND={info['requested']})")
     if info.get("simulator_version"):
         lines.append(f"simulator:     yes - {info['simulator_version']}")
     else:
         lines.append("simulator:     no")
     for lib in info["libraries"]:
         lines.append(f"{lib['role'] + ':':<14} {lib['path']}  [found via {lib['found_via']}]")
+    for failure in info.get("op_failures", []):
+        lines.append(f"{'opapi:':<14} {failure['path']}  FAILED TO LOAD: {failure['reason']}")
     if len(info["libraries"]) == 2:
         lines.append(f"{'opapi:':<14} loaded on first operator call; candidates: "
                      + (", ".join(info["op_candidates"]) or "none found"))
@@ -75,12 +89,31 @@ def format_report(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    """Print the report; exit status 0 when healthy, 1 otherwise."""
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m acl_bindings``."""
+    return argparse.ArgumentParser(
+        prog="python -m acl_bindings",
+        description="Which backend this process would use (real CANN or the CPU simulator), which libraries, "
+                    "how each was found, the CANN version, the SoC and the devices.",
+        epilog="Backend: ACL_BINDINGS_BACKEND=auto (default: real CANN if it loads, else the simulator) | cann | "
+               "sim. Exit codes: 0 healthy, 1 unhealthy (a runtime error, or CANN present but not loading), "
+               "2 usage, 3 no library could be loaded.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the report; returns the exit code (see the module docstring)."""
+    build_parser().parse_args(argv)
     try:
-        info = collect()
+        _config.backend()
+    except ValueError as exc:  # a bad ACL_BINDINGS_BACKEND value, named in the message
+        print(f"backend:       none - {exc}")
+        return EXIT_NO_LIBRARY
+    try:
+        with warnings.catch_warnings():  # the fallback notice is the report's first line instead
+            warnings.simplefilter("ignore", BackendFallbackWarning)
+            info = collect()
     except LibraryNotFoundError as exc:
         print(f"backend:       none - {exc}")
-        return 1
+        return EXIT_NO_LIBRARY
     print(format_report(info))
-    return 1 if info.get("error") else 0
+    return EXIT_FAIL if info.get("error") or info.get("fallback") or info.get("op_failures") else EXIT_OK

@@ -1,16 +1,23 @@
 """Process init, devices, streams and events.
 
-* :func:`ensure_initialized` calls ``aclInit`` once per process.  A 100002 because
-  another component (torch_npu, say) initialised first counts as success; then that
-  component owns finalisation.  When this module initialised, ``aclFinalize`` runs
-  once, at exit.
-* :class:`Device` sets a device on the creating thread and remembers its context;
-  :meth:`Device.activate` makes that context current on whatever thread calls it.
+* :func:`ensure_initialized` calls ``aclInit`` once per process.  ``aclInit`` is
+  reference-counted (cann-abi.md §8.2): a 100002, because another component (torch_npu,
+  say) initialised first, is success and still counts one reference.  At exit this module
+  releases its one reference with ``aclFinalizeReference`` where the runtime exports it
+  (the runtime is torn down only when no user is left).  Where it does not, nothing is
+  finalised at exit: a plain ``aclFinalize`` tears the runtime down under every other user,
+  and without the count no library can know whether another one initialised after it.
+  :func:`finalize` releases the reference now.
+* :class:`Device` sets a device and remembers its context.  :meth:`Device.active` is the
+  device guard: it makes the device's context current on the calling thread and, on every
+  exit path, makes the thread's previous context current again (cann-abi.md §8.3: the
+  current context decides the device, and other libraries, torch_npu among them, rely on
+  theirs staying current).
 * :class:`Stream` and :class:`Event` own their handles.
 
-Wraps: aclInit, aclFinalize, aclrtSetDevice, aclrtResetDevice, aclrtGetCurrentContext,
-aclrtSetCurrentContext, aclrtGetDeviceCount, aclrtGetSocName, aclrtGetMemInfo,
-aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream(WithTimeout),
+Wraps: aclInit, aclFinalize, aclFinalizeReference, aclrtSetDevice, aclrtResetDevice,
+aclrtGetCurrentContext, aclrtSetCurrentContext, aclrtGetDeviceCount, aclrtGetSocName,
+aclrtGetMemInfo, aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream(WithTimeout),
 aclrtSynchronizeDevice, aclrtCreateEvent, aclrtRecordEvent, aclrtSynchronizeEvent,
 aclrtEventElapsedTime, aclrtDestroyEvent, aclsysGetVersionStr, aclsysGetCANNVersion,
 aclrtGetVersion.
@@ -23,9 +30,10 @@ import ctypes
 import os
 import threading
 from ctypes import byref, c_float, c_int32, c_size_t, c_uint32, c_void_p
+from typing import Any
 
 from . import _codes
-from ._lib import lib, raise_for_status
+from ._lib import lib, raise_for_status, recent_error_message
 from ._resource import STATE, ClosedParameter, Resource, release_cell
 from ._types import int32_arg
 from .enums import MemAttr
@@ -33,21 +41,20 @@ from .errors import AclError, ProcessForkedError
 
 __all__ = [
     "ensure_initialized", "finalize", "device_count", "soc_name", "cann_version", "acl_version",
-    "Device", "Stream", "Event",
+    "current_context", "Device", "Stream", "Event",
 ]
 
 _init_lock = threading.Lock()
 _initialized = False
-_owner = False
-_tls = threading.local()
-_generation = [0]  # bumped whenever a device is reset, so thread caches of contexts expire
-_forked = [False]
+_first = False  # this module's aclInit returned 0 (not 100002)
+_tls = threading.local()  # .ctx: the context the innermost device guard of this thread made current
+_forked = [False]  # forked after this process initialised ACL (checked on the guard's fast path)
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _forked.__setitem__(0, True))
+    os.register_at_fork(after_in_child=lambda: _forked.__setitem__(0, _initialized))
 
 
 def _check_fork() -> None:
-    if os.getpid() != STATE.pid:
+    if STATE.pid is not None and os.getpid() != STATE.pid:
         raise ProcessForkedError(
             "this process was forked after the CANN runtime was initialised in its parent; ACL state does not "
             "survive fork(). Use the 'spawn' start method (multiprocessing.get_context('spawn')) or create "
@@ -55,45 +62,158 @@ def _check_fork() -> None:
 
 
 def ensure_initialized() -> None:
-    """Call ``aclInit(NULL)`` once per process (thread-safe).  Wraps: aclInit."""
-    global _initialized, _owner
+    """Call ``aclInit(NULL)`` once per process (thread-safe).  Wraps: aclInit.
+
+    Both 0 and 100002 (initialised already, by another component) hold one reference,
+    released at exit (see the module docstring).  After :func:`finalize` it raises
+    :class:`AclError` (100001): nothing made then could be released.
+    """
+    global _initialized, _first
     _check_fork()
-    if _initialized:
+    if _initialized and not STATE.finalized:
         return
     with _init_lock:
+        if STATE.finalized:  # its handles would never be released: refuse instead of leaking silently
+            raise AclError.from_status(
+                _codes.ACL_ERROR_UNINITIALIZE, "aclInit",
+                "not called again: this process already gave its ACL reference back (acl_bindings.finalize()); "
+                "nothing made after that could be released")
         if _initialized:
             return
         try:
             lib.aclInit(None)
-            _owner = True
+            _first = True
         except AclError as exc:
             if exc.code != _codes.ACL_ERROR_REPEAT_INITIALIZE:
                 raise
-            _owner = False  # another component initialised first and owns aclFinalize
+            _first = False  # another component initialised first; the count has one more reference
+        STATE.pid = os.getpid()  # from now on a forked child must not use ACL
         _initialized = True
-        if _owner:
-            atexit.register(_finalize_at_exit)
+        atexit.register(_finalize_at_exit)
 
 
 def finalize() -> None:
-    """Call ``aclFinalize`` now, if this module initialised ACL.  Later releases are skipped.
+    """Release this process's ACL reference now; later releases of handles are skipped.
 
-    Normally not needed: it runs once at exit.  Wraps: aclFinalize.
+    ``aclFinalizeReference`` where the runtime exports it: the runtime is torn down only when
+    no other user (torch_npu, say) still holds a reference.  Otherwise ``aclFinalize``, and
+    only when this module's ``aclInit`` was the first (returned 0): it then tears the runtime
+    down at once, whoever else uses it.  Normally not needed: the reference is released at
+    exit.  Wraps: aclFinalizeReference, aclFinalize.
     """
-    global _initialized
+    _release(at_exit=False)
+
+
+def _release(at_exit: bool) -> None:
     with _init_lock:
         if not _initialized or STATE.finalized or os.getpid() != STATE.pid:
             return
-        STATE.finalized = True
-        if _owner:
+        STATE.finalized = True  # our reference is gone: none of our handles is released after this
+        if lib.has("aclFinalizeReference"):
+            lib.aclFinalizeReference(None)
+        elif _first and not at_exit:
             lib.aclFinalize()
 
 
 def _finalize_at_exit() -> None:
     try:
-        finalize()
+        _release(at_exit=True)
     except AclError:
         pass  # nothing useful can be done at interpreter exit; never print from here
+
+
+_get_current: Any = None  # aclrtGetCurrentContext without argtypes or errcheck (bound on first use)
+_ctx_out = threading.local()  # .v: this thread's (c_void_p, byref of it) for the result
+
+
+def _bind_get_current() -> Any:
+    global _get_current
+    _get_current = lib.lean("aclrtGetCurrentContext", release_gil=False)
+    return _get_current
+
+
+def _new_out() -> tuple[c_void_p, Any]:
+    out = c_void_p()
+    pair = _ctx_out.v = (out, byref(out))
+    return pair
+
+
+def current_context() -> int:
+    """The calling thread's current context, read from the runtime; 0 when none is current.
+
+    Raises :class:`AclError` for any other failure (100001 after finalisation, for example).
+    Wraps: aclrtGetCurrentContext.
+    """
+    fn = _get_current or _bind_get_current()
+    try:
+        out, ref = _ctx_out.v
+    except AttributeError:
+        out, ref = _new_out()
+    rc = fn(ref)
+    if not rc:
+        return out.value or 0
+    message = recent_error_message()  # read (and clear) it on this thread in both cases
+    if rc == _codes.ACL_ERROR_RT_CONTEXT_NULL:
+        return 0
+    raise AclError.from_status(rc, "aclrtGetCurrentContext", message)
+
+
+def _set_current(ctx: int) -> None:
+    lib.aclrtSetCurrentContext(ctx)
+
+
+class _Guard:
+    """The device guard of :meth:`Device.active` (one object per use, so that guards nest)."""
+
+    __slots__ = ("_device", "_outer", "_prev")
+
+    def __init__(self, device: Device) -> None:
+        self._device = device
+        self._outer: Any = None  # None: an enclosing guard of this thread made the same context current
+
+    def __enter__(self) -> Device:
+        device = self._device
+        ctx = device.context
+        try:
+            outer = _tls.ctx
+        except AttributeError:
+            outer = 0
+        if outer == ctx and ctx:
+            return device  # nested in a guard of the same context: it is current, and stays so
+        if _forked[0]:
+            _check_fork()
+        prev = current_context()
+        if prev != ctx:
+            device._check_open()
+            _tls.ctx = 0  # unknown while it switches: a finalizer running meanwhile reads the runtime
+            try:
+                _set_current(ctx)
+            except BaseException:
+                _tls.ctx = outer
+                raise
+        self._outer = outer
+        self._prev = prev
+        _tls.ctx = ctx
+        return device
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        outer = self._outer
+        if outer is None:
+            return
+        prev = self._prev
+        if not prev or prev == self._device.context:
+            # (with no previous context there is none to restore: aclrtSetCurrentContext refuses NULL,
+            # RT src/acl/aclrt_impl/context.cpp; this device's context stays current)
+            _tls.ctx = outer if prev else 0
+            return
+        _tls.ctx = 0  # unknown until the previous context is current again
+        try:
+            _set_current(prev)
+        except AclError:
+            if exc_type is None:
+                raise
+            return
+        _tls.ctx = outer
 
 
 def device_count() -> int:
@@ -148,7 +268,7 @@ def acl_version() -> tuple[int, int, int] | None:
 
 
 def _reset_device(cell: c_void_p, device_id: int) -> None:
-    _generation[0] += 1
+    # the default context stays (and stays current) while others hold it
     raise_for_status(release_cell(cell, _reset_of, device_id), "aclrtResetDevice")
 
 
@@ -157,9 +277,10 @@ def _reset_of(_set: int, device_id: int) -> int:
 
 
 class Device(Resource):
-    """A device set on the creating thread, with its context.
+    """A device (``aclrtSetDevice``) and its context.
 
-    ``close()`` pairs the ``aclrtSetDevice`` with ``aclrtResetDevice``.
+    ``close()`` pairs the ``aclrtSetDevice`` with ``aclrtResetDevice``.  Creating and closing
+    it leave the calling thread's current context as they found it (when one was current).
 
     Parameters
     ----------
@@ -177,47 +298,66 @@ class Device(Resource):
                                        f"device id {device_id} does not fit in an int32")
         ensure_initialized()
         self.id = device_id
+        prev = current_context()
         cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
         try:
             cell.value = None if (rc := lib.unchecked("aclrtSetDevice")(device_id)) else 1
             raise_for_status(rc, "aclrtSetDevice")
-            ctx = c_void_p()
-            lib.aclrtGetCurrentContext(byref(ctx))
-            self.context: int = int(ctx.value or 0)
-            _tls.current = (_generation[0], self.context)
+            try:
+                ctx = c_void_p()
+                lib.aclrtGetCurrentContext(byref(ctx))
+                self.context: int = int(ctx.value or 0)
+            finally:
+                if prev and prev != getattr(self, "context", 0):
+                    _set_current(prev)  # aclrtSetDevice made this device's context current
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
-    def activate(self) -> None:
-        """Make this device's context current on the calling thread (cached per thread).
+    def active(self) -> _Guard:
+        """The device guard: ``with device.active():`` runs its body with this device's context
+        current on the calling thread, then makes the thread's previous context current again,
+        on every exit path.
 
-        Wraps: aclrtSetCurrentContext.
+        The current context is read from the runtime (``aclrtGetCurrentContext``) on entry;
+        the switch is skipped when it already is this one, and inside an enclosing guard of
+        the same context nothing is called at all.  When no context was current, none can be
+        made current again (``aclrtSetCurrentContext`` refuses NULL), so this one stays.
+        Wraps: aclrtGetCurrentContext, aclrtSetCurrentContext.
+        """
+        return _Guard(self)
+
+    def activate(self) -> None:
+        """Make this device's context current on the calling thread, and leave it so.
+
+        For code that then calls the raw functions itself; the objects of this package use
+        :meth:`active` instead.  Wraps: aclrtGetCurrentContext, aclrtSetCurrentContext.
         """
         _check_fork()
         self._check_open()
-        key = (_generation[0], self.context)
-        if getattr(_tls, "current", None) != key:
-            lib.aclrtSetCurrentContext(self.context)
-            _tls.current = key
+        if current_context() != self.context:
+            _set_current(self.context)
 
     def is_current(self) -> bool:
-        """Whether this device's context is already current on the calling thread (cheap; no C call).
+        """Whether this device's context is the calling thread's current one (read from the runtime).
 
         False in a forked child, so that :meth:`activate` then raises there.
         """
-        return not _forked[0] and getattr(_tls, "current", None) == (_generation[0], self.context)
+        try:
+            return not _forked[0] and current_context() == self.context
+        except AclError:
+            return False
 
     def synchronize(self) -> None:
         """Wait for all work on this device.  Wraps: aclrtSynchronizeDevice."""
-        self.activate()
-        lib.aclrtSynchronizeDevice()
+        with self.active():
+            lib.aclrtSynchronizeDevice()
 
     def mem_info(self, attr: MemAttr = MemAttr.HBM_MEM) -> tuple[int, int]:
         """``(free, total)`` bytes of device memory.  Wraps: aclrtGetMemInfo."""
-        self.activate()
         free, total = c_size_t(), c_size_t()
-        lib.aclrtGetMemInfo(int(attr), byref(free), byref(total))
+        with self.active():
+            lib.aclrtGetMemInfo(int(attr), byref(free), byref(total))
         return int(free.value), int(total.value)
 
     def __repr__(self) -> str:
@@ -230,8 +370,8 @@ class Device(Resource):
 
 
 def _destroy_stream(cell: c_void_p, device: Device) -> None:
-    device.activate()
-    raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyStream")), "aclrtDestroyStream")
+    with device.active():
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyStream")), "aclrtDestroyStream")
 
 
 class Stream(Resource):
@@ -240,11 +380,11 @@ class Stream(Resource):
     _what = "stream"
 
     def __init__(self, device: Device) -> None:
-        device.activate()
         self.device = device
         cell = self._arm(_destroy_stream, device)
         try:
-            lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
+            with device.active():
+                lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
             self.handle: int = int(cell.value or 0)
             self._as_parameter_ = c_void_p(self.handle)
         except BaseException:
@@ -259,20 +399,21 @@ class Stream(Resource):
         Wraps: aclrtSynchronizeStream, aclrtSynchronizeStreamWithTimeout.
         """
         self._check_open()
-        self.device.activate()
         if timeout_ms is None:
-            lib.aclrtSynchronizeStream(self.handle)
+            with self.device.active():
+                lib.aclrtSynchronizeStream(self.handle)
         else:
             ms = int32_arg("timeout_ms", timeout_ms, -1, "-1 (no limit), 0 (poll) or a positive int32 of milliseconds")
-            lib.aclrtSynchronizeStreamWithTimeout(self.handle, ms)
+            with self.device.active():
+                lib.aclrtSynchronizeStreamWithTimeout(self.handle, ms)
 
     def __repr__(self) -> str:
         return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"
 
 
 def _destroy_event(cell: c_void_p, device: Device) -> None:
-    device.activate()
-    raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyEvent")), "aclrtDestroyEvent")
+    with device.active():
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyEvent")), "aclrtDestroyEvent")
 
 
 class Event(Resource):
@@ -283,11 +424,11 @@ class Event(Resource):
     _what = "event"
 
     def __init__(self, device: Device) -> None:
-        device.activate()
         self.device = device
         cell = self._arm(_destroy_event, device)
         try:
-            lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
+            with device.active():
+                lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
             self.handle: int = int(cell.value or 0)
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector
@@ -296,20 +437,20 @@ class Event(Resource):
     def record(self, stream: Stream) -> None:
         """Record the event on *stream*."""
         self._check_open()
-        self.device.activate()
-        lib.aclrtRecordEvent(self.handle, stream)
+        with self.device.active():
+            lib.aclrtRecordEvent(self.handle, stream)
 
     def synchronize(self) -> None:
         """Wait until the event has completed."""
         self._check_open()
-        self.device.activate()
-        lib.aclrtSynchronizeEvent(self.handle)
+        with self.device.active():
+            lib.aclrtSynchronizeEvent(self.handle)
 
     def elapsed_ms(self, start: Event) -> float:
         """Milliseconds from *start* to this event (both recorded on one stream and completed)."""
         self._check_open()
         start._check_open()
-        self.device.activate()
         ms = c_float()
-        lib.aclrtEventElapsedTime(byref(ms), start.handle, self.handle)
+        with self.device.active():
+            lib.aclrtEventElapsedTime(byref(ms), start.handle, self.handle)
         return float(ms.value)

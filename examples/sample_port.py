@@ -12,7 +12,7 @@ The ops-cv sample ``examples/test_aclnn_upsample_nearest_exact3d_grad.cpp`` (can
    phase 2 on the stream;
 5. ``aclrtSynchronizeStream``, ``aclrtMemcpy`` device-to-host, print ``result[i]``;
 6. release everything: tensors and int arrays, device memory, the stream, the device,
-   then ``aclFinalize``.
+   then ACL itself (``aclFinalizeReference`` where the runtime exports it, else ``aclFinalize``).
 
 Unlike the C++ sample (which never destroys its two aclIntArrays), it leaks nothing:
 every handle is owned by a context manager in an ``ExitStack`` and released in reverse
@@ -58,7 +58,7 @@ def main() -> int:
     with ExitStack() as stack:
         # 1. init ACL, set the device, create a stream
         acl.ensure_initialized()  # aclInit(NULL)
-        stack.callback(acl.finalize)  # aclFinalize, the very last release
+        stack.callback(acl.finalize)  # aclFinalizeReference (or aclFinalize), the very last release
         device = stack.enter_context(acl.Device(DEVICE_ID))  # aclrtSetDevice / aclrtResetDevice
         stream = stack.enter_context(acl.Stream(device))  # aclrtCreateStream / aclrtDestroyStream
 
@@ -94,7 +94,7 @@ def main() -> int:
 
     # 6. leaving the ExitStack released, in reverse order: the executor (if unused), the
     #    workspace, the int arrays and tensors, the device memory, the stream, the device
-    #    (aclrtResetDevice) and finally ACL itself (aclFinalize).
+    #    (aclrtResetDevice) and finally ACL itself (aclFinalizeReference, or aclFinalize).
     values = result.ravel().tolist()
     if values != EXPECTED:
         print(f"WRONG: expected {EXPECTED}, got {values}")

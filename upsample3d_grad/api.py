@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import atexit
 import numbers
-import os
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
+from ._env import default_device
 from .session import Session
 
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "default_session",
@@ -34,7 +34,7 @@ def _current() -> Session:
     """The default session, created when there is none (the caller holds ``_lock``)."""
     global _default
     if _default is None or _default.closed:
-        _default = Session(int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0")))
+        _default = Session(default_device())
         if not _at_exit:
             atexit.register(close_default_session)
             _at_exit.append(True)
@@ -131,7 +131,7 @@ def UpsampleNearestExact3dGrad(grad_output: Any, input_size: Sequence[int],
     ``output_size=(0, 0, 0)`` takes (D, H, W) from *grad_output*'s shape; ``scales`` of 0 are
     "not given".
     """
-    from acl_bindings import AclnnParamError
+    from acl_bindings import AclnnParamError, AclTypeError
 
     from .checks import PHASE1
 
@@ -139,7 +139,10 @@ def UpsampleNearestExact3dGrad(grad_output: Any, input_size: Sequence[int],
     out_sz: Any = output_size  # anything but (0, 0, 0) goes to the checks as given
     if _all_zero_ints(output_size) and isinstance(g, np.ndarray) and g.ndim == 5:
         out_sz = tuple(g.shape[1:4]) if layout == "NDHWC" else tuple(g.shape[2:5])
-    if isinstance(scales, (str, bytes)) or not hasattr(scales, "__len__") or len(scales) != 3:
+    if isinstance(scales, (str, bytes)) or not hasattr(scales, "__len__"):
+        raise AclTypeError(161002, PHASE1, f"scales: expected 3 values (D, H, W), got {type(scales).__name__} "
+                                           f"{scales!r}")
+    if len(scales) != 3:
         raise AclnnParamError(161002, PHASE1, f"scales: expected 3 values (D, H, W), got {scales!r}")
     sc = [None if _is_zero(s) else s for s in scales]  # 0 means "not given"
     return upsample_nearest_exact3d_backward(g, out_sz, input_size, *sc, layout=layout, strict=strict)

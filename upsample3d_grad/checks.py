@@ -32,12 +32,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from acl_bindings import AclnnParamError, DataType, Format
-from acl_bindings.enums import enum_name
+from acl_bindings import AclnnParamError, AclTypeError, DataType, Format
+from acl_bindings.enums import dtype_name
 
 __all__ = [
     "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
-    "normalize_scales", "spec_of", "layout_format", "MAX_SCALE", "overlap_problem",
+    "normalize_scales", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES", "overlap_problem",
     "check_output_memory",
 ]
 
@@ -47,6 +47,8 @@ INT32_MAX = 2 ** 31 - 1
 DIM_LIMIT = 2 ** 20
 MEMORY_LIMIT = 60 * 2 ** 30
 SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
+#: The supported dtypes as every message spells them.
+SUPPORTED_NAMES = "float32, float16 or bfloat16"
 _ITEMSIZE = {DataType.FLOAT: 4, DataType.FLOAT16: 2, DataType.BF16: 2}
 _SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
 _PY_NAMES = {"gradOut": "grad_output", "outputSize": "output_size", "inputSize": "input_size",
@@ -66,48 +68,61 @@ class TensorSpec:
     format: int = int(Format.NCDHW)
 
 
-def layout_format(layout: str) -> Format:
+def layout_format(layout: str, func: str = PHASE1) -> Format:
     """``"NCDHW"`` -> ``ACL_FORMAT_NCDHW``; ``"NDHWC"`` -> ``ACL_FORMAT_NDHWC``."""
     if layout == "NCDHW":
         return Format.NCDHW
     if layout == "NDHWC":
         return Format.NDHWC
-    raise AclnnParamError(161002, PHASE1, f"layout: expected 'NCDHW' or 'NDHWC', got {layout!r}")
+    kind = AclnnParamError if isinstance(layout, str) else AclTypeError
+    raise kind(161002, func, f"layout: expected 'NCDHW' or 'NDHWC', got {layout!r}")
 
 
-def _fail(param: str, rule: str, code: int = 161002) -> AclnnParamError:
+def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
+          kind: type[AclnnParamError] = AclnnParamError) -> AclnnParamError:
     py = _PY_NAMES.get(param)
     name = f"{param} ({py})" if py and py != param else param
-    return AclnnParamError(code, PHASE1, f"{name}: {rule}")
+    return kind(code, func, f"{name}: {rule}")
 
 
-def spec_of(array: Any, layout: str, param: str) -> Optional[TensorSpec]:
-    """The :class:`TensorSpec` of a numpy array in *layout* (None stays None)."""
+def _type_fail(param: str, rule: str, func: str = PHASE1) -> AclnnParamError:
+    """A wrong Python type: an :class:`acl_bindings.AclTypeError` (a ``TypeError``) with CANN's 161002."""
+    return _fail(param, rule, func=func, kind=AclTypeError)
+
+
+def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional[TensorSpec]:
+    """The :class:`TensorSpec` of a numpy array in *layout* (None stays None).
+
+    Errors name *func* (the operator's phase 1, or ``Session.upload`` ...); a value that
+    is not a numpy array raises :class:`acl_bindings.AclTypeError`.
+    """
     if array is None:
         return None
     if not isinstance(array, np.ndarray):
-        raise _fail(param, f"expected a numpy array (float32, float16 or bfloat16), got {type(array).__name__}")
+        raise _type_fail(param, f"expected a numpy array ({SUPPORTED_NAMES}), got {type(array).__name__}", func)
     try:
         from acl_bindings import dtype_to_acl
 
         acl = int(dtype_to_acl(array.dtype))
     except TypeError:
-        raise _fail(param, f"dtype must be float32, float16 or bfloat16, got {array.dtype}") from None
-    return TensorSpec(tuple(int(n) for n in array.shape), acl, int(layout_format(layout)))
+        raise _fail(param, f"dtype must be {SUPPORTED_NAMES}, got {array.dtype}", func=func) from None
+    return TensorSpec(tuple(int(n) for n in array.shape), acl, int(layout_format(layout, func)))
 
 
-def _int_list(values: Any, param: str) -> list[int]:
+def int_sequence(values: Any, param: str, func: str = PHASE1) -> list[int]:
+    """*values* as a list of int64 values; a wrong Python type raises :class:`acl_bindings.AclTypeError`."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise _fail(param, f"expected a sequence of ints, got {type(values).__name__} {values!r}")
+        raise _type_fail(param, f"expected a sequence of ints, got {type(values).__name__} {values!r}", func)
     out = []
     for v in values:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
-            raise _fail(param, f"expected ints, got {type(v).__name__} {v!r} in {list(values)!r}")
+            raise _type_fail(param, f"expected ints, got {type(v).__name__} {v!r} in {list(values)!r}", func)
         iv = int(v)
         if not -(2 ** 63) <= iv < 2 ** 63:
-            raise _fail(param, f"{iv} does not fit in int64")
+            raise _fail(param, f"{iv} does not fit in int64", func=func)
         out.append(iv)
     return out
+
 
 
 def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> tuple[float, float, float]:
@@ -118,7 +133,7 @@ def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> tuple[float
             out.append(0.0)
             continue
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
-            raise _fail(name, f"expected a float or None, got {type(v).__name__} {v!r}")
+            raise _type_fail(name, f"expected a float or None, got {type(v).__name__} {v!r}")
         out.append(float(v))
     return out[0], out[1], out[2]
 
@@ -158,15 +173,15 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
         if value is None:
             raise _fail(param, "expected a value but got None (a null pointer)", 161001)
     assert grad_out is not None and grad_in is not None
-    out_sz = _int_list(output_size, "outputSize")
-    in_sz = _int_list(input_size, "inputSize")
+    out_sz = int_sequence(output_size, "outputSize")
+    in_sz = int_sequence(input_size, "inputSize")
     scales = normalize_scales(scales_d, scales_h, scales_w)
     # 2. dtypes
     if grad_out.dtype not in SUPPORTED:
-        raise _fail("gradOut", f"dtype must be FLOAT, FLOAT16 or BF16, got {enum_name(DataType, grad_out.dtype)}")
+        raise _fail("gradOut", f"dtype must be {SUPPORTED_NAMES}, got {dtype_name(grad_out.dtype)}")
     if grad_in.dtype != grad_out.dtype:
-        raise _fail("gradInput", f"dtype must equal gradOut's ({enum_name(DataType, grad_out.dtype)}), "
-                                 f"got {enum_name(DataType, grad_in.dtype)}")
+        raise _fail("gradInput", f"dtype must equal gradOut's ({dtype_name(grad_out.dtype)}), "
+                                 f"got {dtype_name(grad_in.dtype)}")
     # 3. ranks and lengths
     if len(grad_out.shape) != 5:
         raise _fail("gradOut", f"expected a 5-D tensor, got {len(grad_out.shape)} dims {list(grad_out.shape)}")

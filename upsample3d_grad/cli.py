@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -58,11 +59,13 @@ def _header(command: str, backend: Any) -> str:
 
 def _load(command: str) -> Any:
     """Load the backend and print the header line; on failure print why and how to fix it, return None."""
-    from acl_bindings import LibraryNotFoundError, load_backend
+    from acl_bindings import BackendFallbackWarning, LibraryNotFoundError, load_backend
 
     requested = os.environ.get("ACL_BINDINGS_BACKEND", "auto") or "auto"
     try:
-        backend = load_backend()
+        with warnings.catch_warnings():  # the fallback notice is printed as the first line instead
+            warnings.simplefilter("ignore", BackendFallbackWarning)
+            backend = load_backend()
     except LibraryNotFoundError as exc:
         print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
         print(str(exc), file=sys.stderr)
@@ -71,6 +74,8 @@ def _load(command: str) -> Any:
         print(f"{PROG} {command}: backend {requested!r} - not available", flush=True)
         print(f"error: {exc}", file=sys.stderr)
         return None
+    if backend.fallback:  # a CANN install is present but did not load: never a silent simulator
+        print(backend.fallback, flush=True)
     print(_header(command, backend), flush=True)
     return backend
 
@@ -118,7 +123,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     from . import smoke
 
-    problems: list[str] = []
+    problems: list[str] = [backend.fallback] if backend.fallback else []
     try:
         env, devices = smoke.environment_and_devices()
     except AclError as exc:
@@ -148,6 +153,8 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         searched = ", ".join(p for p, _ in backend.op_candidates) or "no operator library was found"
         print(f"operator:       {env['operator_symbol']} NOT FOUND (searched: {searched})")
+        for path, why in backend.op_failures():
+            problems.append(f"{path} failed to load: {why}")
         problems.append("the operator is not exported by any operator library: install the CANN ops package "
                         "(it provides libopapi_cv.so / libopapi.so), then source set_env.sh")
     sample: dict[str, Any] = {"ran": False}
@@ -273,7 +280,7 @@ def _smoke(args: argparse.Namespace) -> int:
         return EXIT_NO_LIBRARY
     if args.require_npu and backend.is_simulator:
         print("--require-npu: only the CPU simulator is available, so no NPU can be tested. "
-              "Source CANN's set_env.sh (or set ASCEND_HOME_PATH), or drop --require-npu.", file=sys.stderr)
+              "Source CANN's set_env.sh before starting Python, or drop --require-npu.", file=sys.stderr)
         return EXIT_USAGE
     from acl_bindings import AclError, device_count
 
@@ -301,7 +308,7 @@ def _smoke_here(args: argparse.Namespace, device_id: int, argv: list[str]) -> in
     env = smoke.environment()
     print(f"CANN {env['cann_version'] or '?'} | SoC {env['soc_name']} - {env['soc_note']} | "
           f"operator in {env['operator_library'] or 'NOT FOUND'}")
-    print(f"device {device_id}; tolerances: fp32 {smoke.tolerance_text('float32')}; fp16/bf16 one rounding "
+    print(f"device {device_id}; tolerances: float32 {smoke.tolerance_text('float32')}; float16/bfloat16 one rounding "
           "(eps*|ref|) + the same absolute term")
     t0 = time.perf_counter()
 

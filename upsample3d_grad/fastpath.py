@@ -258,8 +258,8 @@ def _release_leftovers(fns: _Fns, left: _Leftovers, device: Any) -> None:
     if not (left.refused or left.ex or any(left.cells)) or not releases_allowed():
         return
     try:
-        device.activate()
-        left.destroy(fns)
+        with device.active():
+            left.destroy(fns)
     except Exception as exc:
         _log.debug("release of a prepared call's handles by finalizer failed: %s", exc)
 
@@ -363,7 +363,8 @@ class PreparedCall:
             self._released = False
             session._register_prepared(self)  # from here on, session.close() releases what this call owns
             try:
-                self._prepare(bool(plan))
+                with self._device.active():
+                    self._prepare(bool(plan))
             except BaseException:
                 self._closed = True
                 try:
@@ -469,9 +470,11 @@ class PreparedCall:
                 self._rebind(out, False)
             if self._go.buffer.closed or self._gi.buffer.closed:
                 self._check_arrays_open()
-            if not self._device.is_current():
-                self._device.activate()
-            self._run()
+            if self._device.is_current():  # (read from the runtime: nothing to switch, nothing to restore)
+                self._run()
+            else:
+                with self._device.active():
+                    self._run()
             self.calls += 1
             return self._gi
         finally:
@@ -496,8 +499,6 @@ class PreparedCall:
         ptr = arr.buffer.ptr
         args = self._go_args if is_input else self._gi_args
         if self.plan and ptr != args.address.value:
-            if not self._device.is_current():
-                self._device.activate()
             f = self._fns
             if is_input:
                 rc = f.aclSetInputTensorAddr(self._ex, _ZERO, self._t_go, c_void_p(ptr))
@@ -653,8 +654,7 @@ class PreparedCall:
             self._closed = True
             if self._released:
                 return
-            if not self.session.closed and releases_allowed():
-                self._device.activate()
+            if not self.session.closed and releases_allowed():  # (after finalize, or in a forked child: no)
                 self.session._sync()  # (fails: nothing was released, queued work may still use it)
             self._release()
             self._released = True

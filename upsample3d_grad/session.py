@@ -12,8 +12,10 @@ aclTensor's strides and offset; nothing is copied on the host) and come back wit
 :meth:`DeviceArray.download`.  :meth:`Session.backward` is the one-call form: numpy
 (or device arrays) in, numpy (or a device array) out.
 
-Every public method makes the session's context current on the calling thread,
-so a session made on one thread works on another.
+Every public method makes the session's context current on the calling thread for
+the call, and the caller's current context current again afterwards (the device
+guard, :meth:`acl_bindings.Device.active`), so a session made on one thread works
+on another, and other libraries' devices stay as they set them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from acl_bindings import (
+    AclTypeError,
     ClosedError,
     Device,
     DeviceBuffer,
@@ -50,6 +53,9 @@ from .plans import Plan, PlanCache, plan_key
 
 __all__ = ["Session", "DeviceArray"]
 
+#: The function named by errors of :meth:`Session.upload` and :meth:`Session.empty` (not phase 1's).
+UPLOAD, EMPTY = "Session.upload", "Session.empty"
+
 
 def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
     """Run every step even when one fails, then raise the first error (a failed release must not leak the rest)."""
@@ -64,13 +70,13 @@ def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
         raise first
 
 
-def _positive_strides(array: np.ndarray, param: str) -> tuple[int, ...]:
+def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
     if any(s < 0 for s in array.strides):
-        raise checks.AclnnParamError(161002, checks.PHASE1,
+        raise checks.AclnnParamError(161002, func,
                                      f"{param}: negative strides {array.strides} are not supported; "
                                      "pass np.ascontiguousarray(...)")
     if any(s % array.itemsize for s in array.strides):
-        raise checks.AclnnParamError(161002, checks.PHASE1,
+        raise checks.AclnnParamError(161002, func,
                                      f"{param}: strides {array.strides} are not multiples of the item size "
                                      f"{array.itemsize}")
     return tuple(s // array.itemsize for s in array.strides)
@@ -153,7 +159,6 @@ class DeviceArray:
             # always: work queued through the raw two-phase API may still read this buffer
             if not releases_allowed():
                 return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
-            self.session.device.activate()
             self.session._sync()
 
     def _check_open(self) -> None:
@@ -225,6 +230,21 @@ def _offset_in_base(array: np.ndarray, addr: int) -> int:
     return addr - start if 0 <= addr - start < root.nbytes else 0
 
 
+def _empty_dtype(dtype: Any) -> np.dtype:
+    """*dtype* for :meth:`Session.empty`: a wrong one is an :class:`acl_bindings.AclTypeError` naming it."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dtype!r}") \
+            from None
+    try:
+        dtype_to_acl(dt)
+    except TypeError:
+        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dt}") \
+            from None
+    return dt
+
+
 def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
     from acl_bindings import contiguous_strides
 
@@ -281,7 +301,11 @@ class Session:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("this Session is closed")
-        self.device.activate()
+
+    def _active(self) -> Any:
+        """The device guard of a public call (:meth:`acl_bindings.Device.active`); ClosedError once closed."""
+        self._check_open()
+        return self.device.active()
 
     def close(self) -> None:
         """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
@@ -303,7 +327,6 @@ class Session:
     def _sync_for_close(self) -> None:
         if not releases_allowed():
             return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
-        self.device.activate()
         self.stream.synchronize()
 
     def _mark_closed(self) -> None:
@@ -338,7 +361,6 @@ class Session:
 
     def _sync_if_pending(self) -> None:
         if self._pending:
-            self.device.activate()
             self._sync()
 
     # ------------------------------------------------------------------ arrays
@@ -351,21 +373,25 @@ class Session:
         in its base.  Otherwise the bytes from the first to the last element go up, with
         offset 0.
         """
+        return self._upload(array, layout, param, UPLOAD)
+
+    def _upload(self, array: np.ndarray, layout: str, param: str, func: str) -> DeviceArray:
+        """:meth:`upload`, its errors naming *func* (phase 1 when :meth:`backward` uploads its arguments)."""
         self._check_open()
-        spec = checks.spec_of(array, layout, param)  # 161002: not a numpy array, dtype, layout
+        spec = checks.spec_of(array, layout, param, func)  # 161002: not a numpy array, dtype, layout
         if spec is None:
-            raise checks.AclnnParamError(161001, checks.PHASE1, f"{param}: expected a numpy array but got None")
+            raise checks.AclnnParamError(161001, func, f"{param}: expected a numpy array but got None")
         if spec.dtype not in checks.SUPPORTED:
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: dtype must be float32, float16 or "
-                                                                f"bfloat16, got {array.dtype}")
+            raise checks.AclnnParamError(161002, func, f"{param}: dtype must be {checks.SUPPORTED_NAMES}, got "
+                                                         f"{array.dtype}")
         if array.ndim != 5:
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: expected a 5-D array ({layout}), got "
-                                                                f"{array.ndim} dims {list(array.shape)}")
-        strides = _positive_strides(array, param)
+            raise checks.AclnnParamError(161002, func, f"{param}: expected a 5-D array ({layout}), got "
+                                                         f"{array.ndim} dims {list(array.shape)}")
+        strides = _positive_strides(array, param, func)
         addr, nbytes = host_span(array)
         item = array.itemsize
         if addr % item:
-            raise checks.AclnnParamError(161002, checks.PHASE1,
+            raise checks.AclnnParamError(161002, func,
                                          f"{param}: data address {addr:#x} is not aligned to its item size {item}")
         lead = _offset_in_base(array, addr)
         if lead > nbytes or lead % item:
@@ -396,13 +422,13 @@ class Session:
     def empty(self, shape: Sequence[int], dtype: Any = np.float32, layout: str = "NCDHW") -> DeviceArray:
         """A contiguous, uninitialised device array."""
         self._check_open()
-        shape = tuple(int(n) for n in shape)
-        dt = np.dtype(dtype)
-        dtype_to_acl(dt)
+        shape = tuple(checks.int_sequence(shape, "shape", EMPTY))
+        dt = _empty_dtype(dtype)
+        checks.layout_format(layout, EMPTY)
         nbytes = math.prod(shape) * dt.itemsize  # exact: np.prod would wrap around silently
         if any(n < 0 for n in shape) or nbytes >= 2 ** 63:
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"shape {list(shape)}: not a tensor of {dt} "
-                                                                "(negative, or more bytes than 64-bit sizes hold)")
+            raise checks.AclnnParamError(161002, EMPTY, f"shape {list(shape)}: not a tensor of {dt} "
+                                                        "(negative, or more bytes than 64-bit sizes hold)")
         nbytes = max(nbytes, dt.itemsize)
         return self._adopt(DeviceBuffer(self.device, nbytes), shape, dt, layout, _contiguous(shape), 0)
 
@@ -433,8 +459,7 @@ class Session:
         -------
         numpy array when *grad_output* is numpy (after a stream sync), else a :class:`DeviceArray`.
         """
-        with self._lock:
-            self._check_open()
+        with self._lock, self._active():
             self._check_device_arrays(grad_output, out)
             if isinstance(out, np.ndarray) and not out.flags.writeable:
                 raise checks.AclnnParamError(161002, checks.PHASE1, "gradInput (out): the numpy array is read-only")
@@ -461,11 +486,11 @@ class Session:
             result: ArrayLike
             try:
                 go = grad_output if isinstance(grad_output, DeviceArray) else self._track(
-                    self.upload(grad_output, layout), owned)
+                    self._upload(grad_output, layout, "gradOut", checks.PHASE1), owned)
                 if isinstance(out, DeviceArray):
                     gi = out
                 elif out is not None:
-                    gi = self._track(self.upload(out, layout, "gradInput"), owned)
+                    gi = self._track(self._upload(out, layout, "gradInput", checks.PHASE1), owned)
                 else:
                     gi = self._track(self.empty(in_shape, go.dtype, layout), owned)
                 self._launch(go, output_size, input_size, (sd, sh, sw), gi)
@@ -553,8 +578,7 @@ class Session:
                        scales: tuple[float, float, float] = (0.0, 0.0, 0.0), *, out: DeviceArray,
                        repeat: int = 1) -> list[float]:
         """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
-        with self._lock:  # plans and the workspace are shared with backward() on other threads
-            self._check_open()
+        with self._lock, self._active():  # plans and the workspace are shared with backward() on other threads
             for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
                 if not isinstance(arr, DeviceArray):
                     raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: timed_backward takes device "

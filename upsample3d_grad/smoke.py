@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 import platform
 import sys
 import time
@@ -55,9 +54,9 @@ from acl_bindings import (
     contiguous_strides,
     load_backend,
 )
-from acl_bindings.enums import enum_name
+from acl_bindings.enums import dtype_name, enum_name
 
-from . import checks, reference
+from . import _env, checks, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import Session
 
@@ -345,7 +344,7 @@ def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[
     entry = _base_entry(session.device.id, "bad_input", f"bad: {case.label}")
     go = case.grad_out
     fmt = enum_name(Format, go.format) if go else ""
-    entry.update(dtype=enum_name(DataType, go.dtype) if go else "", layout=fmt, shape=list(go.shape) if go else [],
+    entry.update(dtype=dtype_name(go.dtype) if go else "", layout=fmt, shape=list(go.shape) if go else [],
                  result_shape=list(case.grad_in.shape) if case.grad_in else [],
                  output_size=list(case.output_size) if case.output_size is not None else None,
                  input_size=list(case.input_size) if case.input_size is not None else None,
@@ -591,6 +590,5 @@ def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dic
     return merged
 
 
-def default_device() -> int:
-    """``$UPSAMPLE3D_GRAD_DEVICE`` or 0."""
-    return int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0"))
+#: ``$UPSAMPLE3D_GRAD_DEVICE`` or 0 (a bad value is a ValueError naming the variable).
+default_device = _env.default_device

@@ -13,6 +13,13 @@ Environment variables read by the simulator itself:
 ``CANN_SIM_DEFER=1`` (queue stream work until a synchronize), ``CANN_SIM_FAULT`` (make the
 Nth call of a function fail: ``"func:nth:code[,...]"``), ``CANN_SIM_REPORT=<path>`` (JSON
 report of live handles and init/finalize counts at exit).
+
+``aclInit`` is reference-counted and ``aclFinalizeReference`` exported as in CANN (cann-abi.md
+§8.2).  A runtime used after a plain ``aclFinalize`` tore it down while other references were held
+answers 100001 with a message saying so, prints the first such use on stderr and counts them in the
+report.  Releases without ``aclFinalizeReference`` are modelled by a tree built with
+``build(root, finalize_reference=False)`` (``build.py --no-finalize-reference``), whose runtime does
+not export it; point ``ACL_BINDINGS_LIB_DIR`` at it.
 """
 
 from __future__ import annotations

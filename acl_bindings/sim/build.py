@@ -105,9 +105,15 @@ def _inputs() -> list[Path]:
     return files
 
 
-def _up_to_date(lib_dir: Path, names: dict[str, str]) -> bool:
+def _up_to_date(lib_dir: Path, names: dict[str, str], finalize_reference: bool = True) -> bool:
     libs = [lib_dir / n for n in names.values()]
     if not all(p.is_file() for p in libs):
+        return False
+    try:
+        built_with = json.loads((lib_dir / "BUILD_INFO.json").read_text()).get("finalize_reference", True)
+    except (OSError, ValueError, AttributeError):
+        built_with = True
+    if built_with != finalize_reference:
         return False
     try:
         newest_input = max(p.stat().st_mtime for p in _inputs())
@@ -155,14 +161,15 @@ class _BuildError(Exception):
         self.detail = detail
 
 
-def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: str | None, quiet: bool) -> dict:
+def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: str | None, quiet: bool,
+                 finalize_reference: bool = True) -> dict:
     """Compile the three libraries and publish them into lib_dir; returns BUILD_INFO content."""
     compiler = find_compiler(cc)
     if compiler is None:
         raise _BuildError("no C compiler found", f"Looked for: {cc or os.environ.get('CC') or 'cc, gcc, clang'}.")
     srcs = _sources()
     steps = [
-        ("runtime", []),
+        ("runtime", [] if finalize_reference else ["-DCANNSIM_NO_FINALIZE_REFERENCE"]),
         ("nnopbase", [f"-l{runtime_name}"]),
         ("op", ["-lnnopbase", f"-l{runtime_name}", "-lm"]),
     ]
@@ -205,6 +212,7 @@ def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: st
         "ldflags": LDFLAGS,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "libraries": names,
+        "finalize_reference": finalize_reference,
         "commands": commands,
     }
 
@@ -218,6 +226,7 @@ def build(
     quiet: bool = True,
     force: bool = False,
     check: bool = True,
+    finalize_reference: bool = True,
 ) -> dict:
     """Compile the simulator libraries into ``<root>/lib64/``.
 
@@ -238,6 +247,10 @@ def build(
     check : bool
         If True (default), raise RuntimeError on failure.  If False, report the failure in the
         returned dict and in ``<root>/BUILD_ERROR.txt``.
+    finalize_reference : bool
+        If False, the runtime does not export ``aclFinalizeReference`` (``dlsym`` does not find it),
+        as CANN releases before it do (cann-abi.md §8.2).  Point ``ACL_BINDINGS_LIB_DIR`` at such a
+        tree to use it.
 
     Returns
     -------
@@ -275,7 +288,7 @@ def build(
         for label, value in (("runtime_name", runtime_name), ("op_lib_name", op_lib_name)):
             if not value or not all(ch.isalnum() or ch in "_-" for ch in value):
                 raise _BuildError(f"invalid {label} {value!r}", "Library base names may use letters, digits, '_', '-'.")
-        if not force and _up_to_date(lib_dir, names):  # fast path, also for a read-only installed tree
+        if not force and _up_to_date(lib_dir, names, finalize_reference):  # fast path, also read-only trees
             return succeed(False)
         missing = [str(p) for srcs in _sources().values() for p in srcs if not p.is_file()]
         if missing:
@@ -287,9 +300,9 @@ def build(
         except OSError as exc:
             raise _BuildError(f"cannot write to {root_path}", str(exc)) from exc
         try:
-            if not force and _up_to_date(lib_dir, names):  # another process built it meanwhile
+            if not force and _up_to_date(lib_dir, names, finalize_reference):  # built meanwhile
                 return succeed(False)
-            info = _compile_all(lib_dir, names, runtime_name, cc, quiet)
+            info = _compile_all(lib_dir, names, runtime_name, cc, quiet, finalize_reference)
             result["compiler"] = info["compiler"]
             tmp_info = lib_dir / f".BUILD_INFO.json.{os.getpid()}"
             tmp_info.write_text(json.dumps(info, indent=2) + "\n")
@@ -319,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cc", default=None, help="C compiler (default: $CC, cc, gcc, clang)")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
     parser.add_argument("--verbose", action="store_true", help="print compiler commands")
+    parser.add_argument("--no-finalize-reference", action="store_true",
+                        help="model CANN releases without aclFinalizeReference (the runtime does not export it)")
     args = parser.parse_args(argv)
     res = build(
         args.root,
@@ -328,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet=not args.verbose,
         force=args.force,
         check=False,
+        finalize_reference=not args.no_finalize_reference,
     )
     if not res["ok"]:
         print(res["error"], file=sys.stderr)

@@ -1,20 +1,21 @@
 """The NPU tier: the smoke matrix and torch_npu interop on a real Ascend NPU with CANN.
 
 Run it on an NPU machine with ``python -m pytest tests/npu --backend=npu`` (after
-``source .../set_env.sh``).  Every test here is marked ``npu``.  They are skipped, with
-the reason, when:
+``source .../set_env.sh``).  Every test here is marked ``npu``.
 
-* this run uses the simulator (the default ``--backend=sim``); the reason then also says
-  whether a real CANN install was seen;
-* no real CANN runtime loads, or it sees no device.
+* With the simulator (the default ``--backend=sim``) they are skipped, with the reason,
+  which also says whether a real NPU was seen.
+* With ``--backend=npu`` they must run: when no real CANN runtime loads, or it sees no
+  device, every one of them **fails** with the reason (an NPU run that tests nothing is
+  not a pass).
 
 Whether real CANN works is asked of a child process (``ACL_BINDINGS_BACKEND=cann``),
 so a broken install cannot take this process down, and this process's own backend
 choice is left alone.  ``UPSAMPLE3D_GRAD_DEVICE`` picks the device (default 0).
 
 When torch_npu is importable it is initialised before this binding touches ACL, so that
-torch_npu owns ``aclInit``/``aclFinalize`` (the binding then sees 100002 and leaves them
-alone, acl_bindings.runtime).
+torch_npu owns ``aclFinalize`` (the binding then sees 100002 and gives only its own reference
+back at exit, with ``aclFinalizeReference`` where exported: acl_bindings.runtime).
 """
 
 from __future__ import annotations
@@ -28,9 +29,16 @@ from typing import Any, Callable
 
 import pytest
 
+from upsample3d_grad._env import default_device
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-DEVICE = int(os.environ.get("UPSAMPLE3D_GRAD_DEVICE", "0"))
+try:
+    DEVICE = default_device()
+except ValueError as exc:  # names UPSAMPLE3D_GRAD_DEVICE and its value
+    raise pytest.UsageError(str(exc)) from None
+_FAIL_KEY = pytest.StashKey[str]()
+_FAIL_KEY_TEXT = "--backend=npu, but "
 
 _PROBE = """
 import json
@@ -90,14 +98,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ok, why, info = probe()
         seen = (f"; a real NPU is present ({info.get('soc')}, CANN {info.get('cann')}): rerun with --backend=npu"
                 if ok else f"; {why}")
-        reason = f"the npu tier needs --backend=npu (this run uses the CPU simulator){seen}"
-    else:
-        ok, reason, _ = probe()
-        if ok:
-            return
-    skip = pytest.mark.skip(reason=reason)
-    for item in mine:
-        item.add_marker(skip)
+        skip = pytest.mark.skip(reason=f"the npu tier needs --backend=npu (this run uses the CPU simulator){seen}")
+        for item in mine:
+            item.add_marker(skip)
+        return
+    ok, reason, _ = probe()
+    if not ok:  # asked for an NPU and there is none: each test fails with the reason
+        for item in mine:
+            item.stash[_FAIL_KEY] = f"{_FAIL_KEY_TEXT}{reason}"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    reason = item.stash.get(_FAIL_KEY, None)
+    if reason is not None:
+        pytest.fail(reason, pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    failed = [r for r in terminalreporter.stats.get("error", []) if _FAIL_KEY_TEXT in str(r.longrepr)]
+    if failed:
+        terminalreporter.write_line(f"npu tier: {len(failed)} tests did not run: {failed[0].longrepr}", red=True)
 
 
 @pytest.fixture(scope="session")
@@ -121,9 +141,10 @@ def npu_backend(torch_npu_mod: Any) -> Any:
     try:
         backend = load_backend()
     except LibraryNotFoundError as exc:
-        pytest.skip(f"real CANN does not load in this process: {str(exc).splitlines()[0]}")
+        pytest.fail(f"real CANN does not load in this process: {str(exc).splitlines()[0]}", pytrace=False)
     if backend.kind != "cann":
-        pytest.skip("this process already uses the CPU simulator; run `python -m pytest tests/npu --backend=npu`")
+        pytest.fail("this process uses the CPU simulator; run `python -m pytest tests/npu --backend=npu`",
+                    pytrace=False)
     return backend
 
 

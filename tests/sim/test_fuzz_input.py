@@ -255,15 +255,16 @@ def bad_calls(draw: Any, targets: tuple[str, ...]) -> Call:
 ALL = ("grad_output", "output_size", "input_size", "scales", "layout", "out")
 
 
-def _expect_rejected(call: Call, fn: Any, *args: Any, **kwargs: Any) -> None:
-    """*fn* raises the documented error for *call*, and the simulator's handle counts do not move."""
+def _expect_rejected(call: Call, fn: Any, *args: Any, func: str = PHASE1, **kwargs: Any) -> None:
+    """*fn* raises the documented error for *call*, naming *func*, and the simulator's handle counts do not
+    move."""
     before = sim.live_handles()
     with pytest.raises(AclnnParamError) as info:
         fn(*args, **kwargs)
     err = info.value
     assert isinstance(err, ValueError)
     assert err.code in call.codes, (call.what, err)
-    assert err.func == PHASE1, (call.what, err.func)
+    assert err.func == func, (call.what, err.func)
     assert any(p in err.detail for p in call.params), (call.what, call.params, err.detail)
     del info, err
     after = sim.live_handles()
@@ -320,7 +321,7 @@ def bad_uploads(draw: Any) -> Call:
 @FUZZ
 @given(call=bad_uploads())
 def test_session_upload(session: Session, call: Call) -> None:
-    _expect_rejected(call, session.upload, call.grad_output, call.layout)
+    _expect_rejected(call, session.upload, call.grad_output, call.layout, func="Session.upload")
 
 
 # --------------------------------------------------------------------------- named cases, run always

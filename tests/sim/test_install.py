@@ -44,5 +44,5 @@ def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
     env.update(PYTHONPATH=str(site), ACL_BINDINGS_BACKEND="sim")
     proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, env=env,
                           cwd=str(tmp_path), timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # no library loads: the CLI's exit code
     assert "simulator is unavailable" in proc.stdout and "Install a C compiler" in proc.stdout

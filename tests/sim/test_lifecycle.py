@@ -165,9 +165,9 @@ def test_exit_with_live_objects_and_queued_work(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert proc.stdout.split("\n")[:3] == [str(EXPECTED), str(EXPECTED), "exiting"]
-    assert report["aclInit"] == 1 and report["aclFinalize"] == 1, report
+    assert report["aclInit"] == 1 and report["aclFinalizeReference"] == 1 and report["aclFinalize"] == 0, report
     assert report["initialized_at_exit"] is False
-    # the runtime's resources were still alive at exit and went with aclFinalize
+    # the runtime's resources were still alive at exit and went with the last reference
     released = report["released_by_finalize"]
     assert released["device_buffer"] > 0 and released["stream"] >= 2 and released["event"] == 1, released
     assert not any(report["live"][k] for k in ("device_buffer", "host_buffer", "stream", "event", "device_ref"))
@@ -193,11 +193,12 @@ def test_exit_while_a_daemon_thread_is_inside_a_long_call(tmp_path: Path) -> Non
     assert proc.stdout == "exiting\n"
     assert proc.stderr == "" or proc.stderr.startswith("Exception in thread"), proc.stderr
     assert "Fatal Python error" not in proc.stderr
-    assert report["aclFinalize"] == 1 and report["initialized_at_exit"] is False
+    assert report["aclFinalizeReference"] == 1 and report["initialized_at_exit"] is False
 
 
 def test_another_component_initialised_first(tmp_path: Path) -> None:
-    """aclInit's 100002 is success; then the other component owns aclFinalize (this one never calls it)."""
+    """aclInit's 100002 is success and one reference: at exit this one releases it (aclFinalizeReference) and
+    the other component's reference keeps the runtime up; plain aclFinalize is never called."""
     code = """
         import numpy as np
         from acl_bindings import lib, sim
@@ -211,7 +212,8 @@ def test_another_component_initialised_first(tmp_path: Path) -> None:
     proc, report = _run(code, tmp_path)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout.splitlines()[0] == str(EXPECTED)
-    assert report["aclInit"] == 2 and report["aclFinalize"] == 0 and report["initialized_at_exit"] is True
+    assert report["aclInit"] == 2 and report["aclFinalize"] == 0 and report["aclFinalizeReference"] == 1
+    assert report["initialized_at_exit"] is True and report["init_references_at_exit"] == 1
     assert not any(report["live"].values()), report["live"]
 
 
@@ -234,8 +236,30 @@ def test_after_finalize_new_work_fails_clearly_and_old_objects_close_quietly(tmp
     """
     proc, report = _run(code, tmp_path)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert proc.stdout.splitlines() == ["AclStateError 100001 aclrtSetDevice", "closed True True"]
-    assert report["aclFinalize"] == 1
+    assert proc.stdout.splitlines() == ["AclStateError 100001 aclInit", "closed True True"]
+    assert report["aclFinalizeReference"] == 1 and report["aclFinalize"] == 0
+
+
+def test_close_after_finalize_is_quiet_with_prepared_calls(tmp_path: Path) -> None:
+    code = """
+        import numpy as np
+        import acl_bindings as ab
+        import upsample3d_grad as ug
+        s = ug.Session(0)
+        go, gi = s.upload(np.ones((1, 1, 2, 2, 2), np.float32)), s.empty((1, 1, 1, 1, 1))
+        plan = s.prepare(go, (2, 2, 2), (1, 1, 1, 1, 1), out=gi)
+        one_shot = s.prepare(go, (2, 2, 2), (1, 1, 1, 1, 1), out=gi, plan=False)
+        print(plan().download().item(), one_shot().download().item())
+        ab.finalize()
+        s.close()
+        plan.close()
+        one_shot.close()
+        print("closed", s.closed, plan.closed, one_shot.closed)
+    """
+    proc, report = _run(code, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == ["8.0 8.0", "closed True True True"]
+    assert report["aclFinalizeReference"] == 1 and report["initialized_at_exit"] is False
 
 
 # --------------------------------------------------------------------------- fork
@@ -292,9 +316,58 @@ def test_forked_child_gets_a_clear_error_and_exits_quietly(tmp_path: Path) -> No
                             "close again": "ok"}
     assert out["parent"] == EXPECTED and out["array"] == [1.0, 2.0, 3.0]  # the parent is unaffected
     child = json.loads(child_report.read_text())
-    assert child["aclFinalize"] == 0  # the child neither finalised nor released the parent's handles
-    assert child["live"]["device_buffer"] > 0
-    assert report["aclFinalize"] == 1 and report["initialized_at_exit"] is False
+    assert child["aclFinalize"] == child["aclFinalizeReference"] == 0  # the child neither finalised ...
+    assert child["live"]["device_buffer"] > 0  # ... nor released the parent's handles
+    assert report["aclFinalizeReference"] == 1 and report["initialized_at_exit"] is False
+
+
+FORK_AFTER_IMPORT = """
+    import json, multiprocessing as mp, os, sys
+    import numpy as np
+    import upsample3d_grad as ug
+
+    def work(k):
+        g = np.full((1, 1, 2, 2, 2), float(k), np.float32)
+        with ug.Session(0) as s:
+            return [s.backward(g, (2, 2, 2), (1, 1, 1, 1, 1)).item(),
+                    ug.upsample_nearest_exact3d_backward(g, (2, 2, 2), (1, 1, 1, 1, 1)).item()]
+
+    if __name__ == "__main__":
+        if sys.argv[1] == "os.fork":
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    os.write(w, json.dumps(work(1)).encode())
+                finally:
+                    os.close(w)
+                sys.exit(0)  # a normal exit: atexit handlers run in the child too
+            os.close(w)
+            data = b""
+            while chunk := os.read(r, 1 << 16):
+                data += chunk
+            _, status = os.waitpid(pid, 0)
+            got = [json.loads(data or b"null"), os.waitstatus_to_exitcode(status)]
+        else:
+            with mp.get_context("fork").Pool(2) as pool:
+                got = pool.map(work, [1, 2, 3])
+        print(json.dumps({"child": got, "parent": work(4)}))
+"""
+
+
+@pytest.mark.parametrize("how", ["os.fork", "multiprocessing"])
+def test_fork_after_a_bare_import_works(how: str, tmp_path: Path) -> None:
+    """Nothing was initialised before the fork, so the child may use the package; so may the parent."""
+    proc, report = _run(FORK_AFTER_IMPORT, tmp_path, args=(how,))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    out = json.loads(proc.stdout)
+    if how == "os.fork":
+        assert out["child"] == [[8.0, 8.0], 0]
+    else:
+        assert out["child"] == [[8.0, 8.0], [16.0, 16.0], [24.0, 24.0]]
+    assert out["parent"] == [32.0, 32.0]
+    assert report["initialized_at_exit"] is False
 
 
 def test_spawned_workers_are_the_way(tmp_path: Path) -> None:
@@ -317,7 +390,7 @@ def test_spawned_workers_are_the_way(tmp_path: Path) -> None:
     proc, report = _run(code, tmp_path)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout.strip() == "[8.0, 16.0, 24.0]"
-    assert report["aclFinalize"] == 1
+    assert report["aclFinalizeReference"] == 1
 
 
 # --------------------------------------------------------------------------- Ctrl-C
@@ -400,4 +473,4 @@ def test_keyboard_interrupt_during_a_long_call_leaks_nothing(tmp_path: Path) -> 
     assert out["interrupted"] == out["runs"] == 32, out
     assert out["wrong"] == 0 and out["leaks"] == [], out
     assert not any(out["live"].values()), out["live"]
-    assert report["aclFinalize"] == 1
+    assert report["aclFinalizeReference"] == 1

@@ -47,13 +47,33 @@ def _probe(**env: str) -> dict:
 
 
 def _build(root: Path, **kw: str) -> Path:
+    sim_build_module().build(root, **kw)
+    return root / "lib64"
+
+
+def _cc(out: Path, source: str, links: list[str] | None = None) -> Path:
+    """Compile *source* into the shared library *out*, linked to ``lib<name>.so`` of *links* in its folder."""
+    compiler = sim_build_module().find_compiler()
+    if compiler is None:
+        pytest.skip("no C compiler to build a fake library")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    cmd = [compiler, "-shared", "-fPIC", "-o", str(out), str(src), f"-L{out.parent}", "-Wl,--no-as-needed",
+           *(f"-l{name}" for name in links or [])]
+    subprocess.run(cmd, check=True, capture_output=True)
+    src.unlink()
+    return out
+
+
+def sim_build_module():  # type: ignore[no-untyped-def]
+    """The simulator's build module, loaded by path (as setup.py does)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_simbuild", sim.ROOT / "build.py")
-    mod = importlib.util.module_from_spec(spec)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    mod.build(root, **kw)
-    return root / "lib64"
+    return mod
 
 
 @pytest.fixture(scope="module")
@@ -136,14 +156,80 @@ def test_libopapi_fallback_when_no_split_library(variants: dict[str, Path]) -> N
     assert info["op"] == str(variants["legacy"] / "libopapi.so")
 
 
-def test_split_library_preferred_and_never_mixed_with_libopapi(tmp_path: Path, variants: dict[str, Path]) -> None:
+def test_libopapi_is_always_the_last_candidate(tmp_path: Path, variants: dict[str, Path]) -> None:
+    # nnopbase keeps the built-in libopapi.so after the split libraries (cann-abi.md §8.7)
     tree = tmp_path / "lib64"
     shutil.copytree(sim.LIB64, tree)
     shutil.copy(variants["legacy"] / "libopapi.so", tree / "libopapi.so")
     proc = _run("import acl_bindings; b = acl_bindings.load_backend(); print([p for p, _ in b.op_candidates])",
                 ASCEND_HOME_PATH=str(tmp_path))
     candidates = eval(proc.stdout.strip())  # a printed list of paths
-    assert candidates == [str(tree / "libopapi_cv.so")], proc.stderr
+    assert candidates == [str(tree / "libopapi_cv.so"), str(tree / "libopapi.so")], proc.stderr
+
+
+def test_libopapi_serves_what_the_split_libraries_lack(tmp_path: Path, variants: dict[str, Path]) -> None:
+    tree = tmp_path / "lib64"
+    shutil.copytree(sim.LIB64, tree)
+    _cc(tree / "libopapi_cv.so", "int unrelated(void) { return 0; }\n")  # a split library without the operator
+    shutil.copy(variants["legacy"] / "libopapi.so", tree / "libopapi.so")
+    info = _probe(ASCEND_HOME_PATH=str(tmp_path))
+    assert info["op"] == str(tree / "libopapi.so")
+
+
+def test_builtin_libopapi_of_the_opp_package(tmp_path: Path, variants: dict[str, Path]) -> None:
+    import platform
+
+    lib = tmp_path / "opp" / "built-in" / "op_impl" / "ai_core" / "tbe" / "op_api" / "lib" / "linux"
+    lib = lib / platform.machine()
+    lib.mkdir(parents=True)
+    shutil.copy(variants["legacy"] / "libopapi.so", lib / "libopapi.so")
+    tree = tmp_path / "root" / "lib64"
+    shutil.copytree(sim.LIB64, tree, ignore=shutil.ignore_patterns("libopapi*"))
+    info = _probe(ASCEND_HOME_PATH=str(tree.parent), ASCEND_OPP_PATH=str(tmp_path / "opp"))
+    assert info["op"] == str(lib / "libopapi.so") and info["op_via"] == "ASCEND_OPP_PATH built-in"
+
+
+def test_an_operator_library_with_a_missing_dependency_names_it(tmp_path: Path) -> None:
+    tree = tmp_path / "lib64"
+    shutil.copytree(sim.LIB64, tree, ignore=shutil.ignore_patterns("libopapi*"))
+    # libopapi_cv.so needs libopapi_math.so (cann-abi.md §8.7); here the latter is missing
+    _cc(tree / "libopapi_math.so", "int math_helper(void) { return 0; }\n")
+    _cc(tree / "libopapi_cv.so", "int math_helper(void);\nint aclnnX(void) { return math_helper(); }\n",
+        links=["opapi_math"])
+    (tree / "libopapi_math.so").unlink()
+    code = ("import acl_bindings, upsample3d_grad\n"  # the operator package registers its prototypes
+            "from acl_bindings import lib\n"
+            "b = acl_bindings.load_backend()\n"
+            "print(lib.has('aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize'))\n"
+            "print(b.op_failures())\n"
+            "lib.aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize\n")
+    proc = _run(code, ASCEND_HOME_PATH=str(tmp_path))
+    has, failures = proc.stdout.splitlines()[:2]
+    assert has == "False"
+    assert str(tree / "libopapi_cv.so") in failures and "it needs libopapi_math.so, which was not found" in failures
+    assert "MissingSymbolError" in proc.stderr
+    assert "libopapi_cv.so failed to load: it needs libopapi_math.so" in proc.stderr
+    assert "source CANN's set_env.sh before starting Python" in proc.stderr
+
+
+def test_the_runtime_with_a_missing_dependency_names_it(tmp_path: Path) -> None:
+    tree = tmp_path / "lib64"
+    _cc(tree / "libdrv_fake.so", "int drv(void) { return 0; }\n")
+    _cc(tree / "libascendcl.so", "int drv(void);\nint aclInit(const char *c) { (void)c; return drv(); }\n",
+        links=["drv_fake"])
+    _cc(tree / "libnnopbase.so", "void *aclCreateTensor(void) { return 0; }\n")
+    (tree / "libdrv_fake.so").unlink()
+    proc = _run("import acl_bindings; acl_bindings.load_backend()", ACL_BINDINGS_BACKEND="cann",
+                ASCEND_HOME_PATH=str(tmp_path))
+    assert proc.returncode != 0
+    assert (f"CANN at {tree} failed to load: libascendcl.so: it needs libdrv_fake.so, which was not found"
+            in proc.stderr), proc.stderr
+
+
+def test_fix_hint_says_to_source_set_env_before_python() -> None:
+    proc = _run("import acl_bindings; acl_bindings.load_backend()", ACL_BINDINGS_BACKEND="cann")
+    assert "source its environment script in the shell before starting Python" in proc.stderr
+    assert "or os.environ inside Python, finds the libraries but not those dependencies" in proc.stderr
 
 
 def test_custom_opp_path_comes_first(tmp_path: Path, variants: dict[str, Path]) -> None:
@@ -162,6 +248,55 @@ def test_vendor_config_ini(tmp_path: Path, variants: dict[str, Path]) -> None:
     (vendors / "config.ini").write_text("load_priority=missing_vendor,custom_cv\n")
     info = _probe(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH=str(tmp_path / "opp"))
     assert info["op"] == str(lib / "libcust_opapi.so") and "config.ini" in info["op_via"]
+
+
+def test_relative_custom_opp_path_is_made_absolute_when_read(tmp_path: Path, variants: dict[str, Path]) -> None:
+    pkg = tmp_path / "pkg" / "op_api" / "lib"
+    pkg.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", pkg / "libcust_opapi.so")
+    code = ("import os, acl_bindings\n"
+            "b = acl_bindings.load_backend()\n"
+            "print([p for p, _ in b.op_candidates])\n"
+            "os.chdir('/')  # a chdir between choosing the libraries and the first operator call\n"
+            "print(b.find_op_symbol('aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize')[1].path)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+                          env=_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_CUSTOM_OPP_PATH="pkg"))
+    candidates, op = proc.stdout.splitlines()[:2]
+    assert all(os.path.isabs(p) for p in eval(candidates)), candidates  # a printed list of paths
+    assert op == str(pkg / "libcust_opapi.so"), proc.stdout + proc.stderr
+
+
+def test_relative_opp_path_is_made_absolute_when_read(tmp_path: Path, variants: dict[str, Path]) -> None:
+    lib = tmp_path / "opp" / "vendors" / "custom_cv" / "op_api" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", lib / "libcust_opapi.so")
+    (tmp_path / "opp" / "vendors" / "config.ini").write_text("load_priority=custom_cv\n")
+    code = ("import os, acl_bindings\n"
+            "b = acl_bindings.load_backend()\n"
+            "os.chdir('/')\n"
+            "print(b.find_op_symbol('aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize')[1].path)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+                          env=_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH="opp"))
+    assert proc.stdout.strip() == str(lib / "libcust_opapi.so"), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", ["../../evil", "../evil", "..", "sub/../../../evil", "/abs/evil"])
+def test_vendor_names_that_leave_the_vendors_folder_are_refused(name: str, tmp_path: Path,
+                                                                variants: dict[str, Path]) -> None:
+    vendors = tmp_path / "opp" / "vendors"
+    good = vendors / "custom_cv" / "op_api" / "lib"
+    good.mkdir(parents=True)
+    shutil.copy(variants["custom"] / "libcust_opapi.so", good / "libcust_opapi.so")
+    for evil in {(vendors / name).resolve(), tmp_path / "evil", Path("/abs/evil")}:
+        if str(evil).startswith(str(tmp_path)):  # never write outside the test's folder
+            (evil / "op_api" / "lib").mkdir(parents=True, exist_ok=True)
+            shutil.copy(variants["custom"] / "libcust_opapi.so", evil / "op_api" / "lib" / "libcust_opapi.so")
+    (vendors / "config.ini").write_text(f"load_priority={name},custom_cv\n")
+    proc = _run(PROBE, ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH=str(tmp_path / "opp"))
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info["op"] == str(good / "libcust_opapi.so"), proc.stderr
+    assert "LoaderWarning" in proc.stderr and f"vendor name {name!r} is not a single folder name" in proc.stderr
+    assert str(vendors / "config.ini") in proc.stderr
 
 
 def test_backend_cann_fails_clearly_without_cann() -> None:
@@ -191,7 +326,7 @@ def test_python_m_acl_bindings_says_simulator() -> None:
     assert "SoC name:      CANN-Simulator" in proc.stdout and "simulator:     yes" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, timeout=60,
                           env=_env(ACL_BINDINGS_BACKEND="cann"), cwd=str(REPO))
-    assert proc.returncode == 1 and "Tried:" in proc.stdout and "set_env.sh" in proc.stdout
+    assert proc.returncode == 3 and "Tried:" in proc.stdout and "set_env.sh" in proc.stdout  # as the CLI's 3
 
 
 def test_missing_symbol_is_a_clear_error_when_called() -> None:
@@ -227,6 +362,6 @@ def test_simulator_unavailable_message(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, env=env,
                           timeout=60, cwd=str(tmp_path))
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # no library loads: the CLI's code
     assert "simulator is unavailable: no C compiler found" in proc.stdout
     assert "Install a C compiler" in proc.stdout

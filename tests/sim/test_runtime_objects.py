@@ -280,7 +280,7 @@ def test_exit_with_live_objects_is_quiet_and_finalizes_once(tmp_path) -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "8.0"
     assert proc.stderr == ""
     data = json.loads(report.read_text())
-    assert data["aclInit"] == 1 and data["aclFinalize"] == 1, data
+    assert data["aclInit"] == 1 and data["aclFinalizeReference"] == 1 and data["aclFinalize"] == 0, data
     assert data["initialized_at_exit"] is False
 
 

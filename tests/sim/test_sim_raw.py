@@ -626,6 +626,8 @@ def test_stream_of_other_device_is_rejected(sim):
         expect(rt.aclrtMemsetAsync(a, 64, 0, 64, s), RT_STREAM_CTX, "device 1")
         ok(rt.aclrtSetDevice(1))
         ok(rt.aclrtDestroyStream(s))
+        expect(rt.aclrtFree(a), RT_PARAM, "belongs to device 0 but the current context is on device 1")
+        ok(rt.aclrtSetDevice(0))
         ok(rt.aclrtFree(a))
     """)
 

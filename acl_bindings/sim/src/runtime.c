@@ -504,6 +504,10 @@ typedef struct {
 } device_t;
 
 static int g_inited;
+static uint64_t g_init_refs;      /* aclInit calls not yet matched by a finalize (RT acl.cpp aclInitRefCount) */
+static uint64_t g_refs_cut;       /* references other users still held when the last plain aclFinalize ran */
+static uint64_t g_refs_cut_total; /* the same, summed over the process (for the exit report) */
+static uint64_t g_used_after_cut; /* calls refused because another user had finalized under their caller */
 static int g_ndev;
 static uint64_t g_cap;
 static device_t *g_dev;
@@ -706,9 +710,10 @@ static void ctx_destroy_locked(ctx_t *c) {
 }
 
 /* Common prologue for runtime calls that need aclInit and a current context (lock held). */
+static int not_initialized(const char *func, int code);
 static ctx_t *need_ctx(const char *func, int *code) {
     if (!g_inited) {
-        *code = cannsim_fail(ACL_ERROR_UNINITIALIZE, "%s: ACL is not initialized (call aclInit first)", func);
+        *code = not_initialized(func, ACL_ERROR_UNINITIALIZE);
         return NULL;
     }
     ctx_t *c = current_ctx();
@@ -722,8 +727,32 @@ static ctx_t *need_ctx(const char *func, int *code) {
     return c;
 }
 
+/* 100001 for a call while ACL is not initialized (lock held).  When a plain aclFinalize tore the runtime
+   down while other aclInit references were still held, the caller is one of those other users: the
+   message says so, the first such call is also printed on stderr, and the exit report counts them. */
+static int not_initialized(const char *func, int code) {
+    if (!g_refs_cut && code == ACL_ERROR_UNINITIALIZE)
+        return cannsim_fail(code, "%s: ACL is not initialized (call aclInit first)", func);
+    if (!g_refs_cut)
+        return cannsim_fail(code,
+                            "%s: ACL is not initialized (aclInit was not called, or every aclInit reference was "
+                            "already finalized)",
+                            func);
+    if (g_used_after_cut++ == 0)
+        fprintf(stderr,
+                "cannsim: %s: the runtime was used after aclFinalize tore it down under %" PRIu64
+                " other aclInit reference(s) of this process\n",
+                func, g_refs_cut);
+    return cannsim_fail(code,
+                        "%s: ACL is not initialized: a plain aclFinalize tore the runtime down while %" PRIu64
+                        " other aclInit reference(s) in this process were still held (each user should pair its "
+                        "aclInit with aclFinalizeReference, or not finalize a runtime whose aclInit returned "
+                        "100002)",
+                        func, g_refs_cut);
+}
+
 static int need_init(const char *func) {
-    if (!g_inited) return cannsim_fail(ACL_ERROR_UNINITIALIZE, "%s: ACL is not initialized (call aclInit first)", func);
+    if (!g_inited) return not_initialized(func, ACL_ERROR_UNINITIALIZE);
     return 0;
 }
 
@@ -805,9 +834,12 @@ CANNSIM_API aclError aclInit(const char *configPath) {
                             "aclInit: CANN_SIM_MEM_BYTES='%s' is not a positive byte count (e.g. 1073741824 or 1G)", v);
     pthread_mutex_lock(&g_mu);
     if (g_inited) {
+        uint64_t refs = ++g_init_refs;
         pthread_mutex_unlock(&g_mu);
         return cannsim_fail(ACL_ERROR_REPEAT_INITIALIZE,
-                            "aclInit: ACL is already initialized in this process (repeated aclInit changes nothing)");
+                            "aclInit: ACL is already initialized in this process; the reference count is now %" PRIu64
+                            " (pair each aclInit, this one included, with one aclFinalizeReference)",
+                            refs);
     }
     device_t *d = calloc((size_t)ndev, sizeof *d);
     if (!d) {
@@ -818,6 +850,8 @@ CANNSIM_API aclError aclInit(const char *configPath) {
     g_ndev = ndev;
     g_cap = cap;
     g_inited = 1;
+    g_init_refs = 1;
+    g_refs_cut = 0;
     pthread_mutex_unlock(&g_mu);
     return ACL_SUCCESS;
 }
@@ -828,14 +862,28 @@ static int kind_index(const char *k) {
     return -1;
 }
 
-static aclError finalize_impl(const char *func) {
+/* aclFinalize (by_reference 0) sets the reference count to 0 and tears down at once; aclFinalizeReference
+   (by_reference 1) decrements it and tears down only at 0 (RT src/acl/aclrt_impl/acl.cpp). */
+static aclError finalize_impl(const char *func, int by_reference, uint64_t *refCount) {
     pthread_mutex_lock(&g_mu);
     if (!g_inited) {
+        if (refCount) *refCount = 0;
+        int rc = not_initialized(func, ACL_ERROR_REPEAT_FINALIZE);
         pthread_mutex_unlock(&g_mu);
-        return cannsim_fail(ACL_ERROR_REPEAT_FINALIZE,
-                            "%s: ACL is not initialized (aclInit was not called, or aclFinalize was already called)",
-                            func);
+        return rc;
     }
+    if (by_reference && g_init_refs > 1) {
+        uint64_t left = --g_init_refs;
+        if (refCount) *refCount = left;
+        pthread_mutex_unlock(&g_mu);
+        return ACL_SUCCESS;
+    }
+    if (!by_reference && g_init_refs > 1) { /* other users' references go with it */
+        g_refs_cut = g_init_refs - 1;
+        g_refs_cut_total += g_refs_cut;
+    }
+    g_init_refs = 0;
+    if (refCount) *refCount = 0;
     g_inited = 0; /* refuse new work from now on */
     /* finish all queued work */
     for (;;) {
@@ -902,15 +950,18 @@ static aclError finalize_impl(const char *func) {
 
 CANNSIM_API aclError aclFinalize(void) {
     ENTER("aclFinalize");
-    return finalize_impl("aclFinalize");
+    return finalize_impl("aclFinalize", 0, NULL);
 }
 
+/* Releases without aclFinalizeReference are modelled by a build of this file with
+   -DCANNSIM_NO_FINALIZE_REFERENCE (build.py finalize_reference=False): the symbol is then absent, so
+   dlsym does not find it, as on those releases. */
+#ifndef CANNSIM_NO_FINALIZE_REFERENCE
 CANNSIM_API aclError aclFinalizeReference(uint64_t *refCount) {
     ENTER("aclFinalizeReference");
-    aclError rc = finalize_impl("aclFinalizeReference");
-    if (rc == 0 && refCount) *refCount = 0;
-    return rc;
+    return finalize_impl("aclFinalizeReference", 1, refCount);
 }
+#endif
 
 CANNSIM_API const char *aclGetRecentErrMsg(void) {
     cannsim_enter("aclGetRecentErrMsg"); /* counted; exempt from faults */
@@ -963,8 +1014,7 @@ static aclError reset_impl(const char *func, int32_t deviceId, int force) {
         goto out;
     }
     d->refs = force ? 0 : d->refs - 1;
-    ctx_t *c = current_ctx();
-    if (c && c == d->def) set_current(NULL);
+    /* the default context (and so the thread's current one) goes only with the last reference */
     if (d->refs == 0 && d->def) {
         ctx_t *def = d->def;
         d->def = NULL;
@@ -1391,6 +1441,13 @@ CANNSIM_API aclError aclrtFree(void *devPtr) {
                               "aclrtFree: %p is not a live device allocation (never returned by aclrtMalloc, or "
                               "already freed)",
                               devPtr);
+        goto out;
+    }
+    if (a->dev != c->dev) { /* device memory belongs to its device's contexts (cann-abi.md §8.3) */
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtFree: %p belongs to device %d but the current context is on device %d (make a "
+                          "context of device %d current first)",
+                          devPtr, a->dev, c->dev, a->dev);
         goto out;
     }
     stream_t *user = pending_user(a->base);
@@ -1931,7 +1988,11 @@ static void write_report(void) {
         fprintf(f, "{\n  \"simulator\": \"%s\",\n  \"pid\": %d,\n", CANNSIM_VERSION_TEXT, (int)getpid());
         fprintf(f, "  \"aclInit\": %" PRIu64 ",\n  \"aclFinalize\": %" PRIu64 ",\n", g_calls[name_index("aclInit")],
                 g_calls[name_index("aclFinalize")]);
+        fprintf(f, "  \"aclFinalizeReference\": %" PRIu64 ",\n", g_calls[name_index("aclFinalizeReference")]);
         fprintf(f, "  \"initialized_at_exit\": %s,\n", g_inited ? "true" : "false");
+        fprintf(f, "  \"init_references_at_exit\": %" PRIu64 ",\n", g_init_refs);
+        fprintf(f, "  \"references_torn_down_by_aclFinalize\": %" PRIu64 ",\n", g_refs_cut_total);
+        fprintf(f, "  \"used_after_torn_down_under_them\": %" PRIu64 ",\n", g_used_after_cut);
         fprintf(f, "  \"live\": {");
         for (size_t k = 0; k < N_KINDS; k++)
             fprintf(f, "%s\"%s\": %" PRId64, k ? ", " : "", k_kinds[k], live_count_locked((int)k));
