@@ -682,7 +682,10 @@ class PreparedCall:
         if self._ws is not None and attempt(self._ws.close):
             self._ws, self._ws_ptr, self._ws_cap = None, None, 0
         if errors:
-            raise errors[0]
+            try:
+                raise errors[0]
+            finally:
+                errors.clear()  # no cycle through this frame
 
     def __enter__(self) -> PreparedCall:
         return self

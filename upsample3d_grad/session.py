@@ -67,7 +67,10 @@ def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
             if first is None:
                 first = exc
     if first is not None:
-        raise first
+        try:
+            raise first
+        finally:
+            first = None  # no cycle through this frame: what the steps left is released by reference counting
 
 
 def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:

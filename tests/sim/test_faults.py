@@ -69,6 +69,9 @@ ERROR_CLASSES = {
 HANDLE_CONSTRUCTORS = {"aclCreateTensor", "aclCreateIntArray"}
 #: The simulator never injects into these (reading the error message, the SoC name).
 NOT_INJECTABLE = {"aclGetRecentErrMsg", "aclrtGetSocName"}
+#: Calls whose failure is not an error by design: ``Device.is_current()`` reads the current context to skip the
+#: device guard, and a failed read just takes the guard (which reads it again, and raises if that fails too).
+PROBES = {"aclrtGetCurrentContext"}
 CANDIDATES = [name for name in (*PROTOTYPES, OP.phase1_name, OP.phase2_name) if name not in NOT_INJECTABLE]
 
 
@@ -391,6 +394,8 @@ def test_every_observed_call_fails_cleanly(name: str, error_class: str) -> None:
                 label = f"{func}:{nth}:{code}"
                 if sim.call_count(func) - count < nth:
                     failures.append(f"{label}: the call sequence changed; the fault did not fire")
+                elif func in PROBES and exc is None:
+                    pass  # a failed probe takes the general path (and the operation checked its result)
                 elif func == "aclSetAclOpExecutorRepeatable":
                     # refused reuse is not an error: the plan cache runs that call shape one-shot
                     if exc is not None or not scenario.fell_back(state):
@@ -448,15 +453,8 @@ def _faulted_calls(make: Callable[[], Scenario], spec: str) -> dict[str, int]:
     return calls
 
 
-#: A release refused twice is left to the garbage collector; on two devices its finalizer may run in the middle
-#: of the other device's call and make the wrong context current there (the finalizers' device guard).
-_GC_SWITCHES_CONTEXT = pytest.mark.xfail(reason="a finalizer of another device's object run by the garbage "
-                                                "collector mid-call switches the thread's context", strict=False)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_GC_SWITCHES_CONTEXT) if n == "context switch" else n
-                                  for n in SCENARIOS])
+@pytest.mark.parametrize("name", list(SCENARIOS))
 def test_a_second_fault_in_the_clean_up_fails_cleanly(name: str) -> None:
     """Every observed call fails, and then, in the same run, every clean-up call made after it fails too
     (each in turn): the error is one of the two injected, nothing leaks, the session still works."""

@@ -361,3 +361,40 @@ def test_timed_backward_validates_repeat(session: Session, repeat: object, error
         session.timed_backward(go, OUT_SIZE, IN_SIZE, out=gi, repeat=repeat)  # type: ignore[arg-type]
     assert repr(repeat) in str(info.value) or str(repeat) in str(info.value)
     assert len(session.timed_backward(go, OUT_SIZE, IN_SIZE, out=gi, repeat=np.int64(2))) == 2
+
+
+# --------------------------------------------------------------------------- the simulator refuses overlapping outputs
+
+def _phase1_with_gi_strides(session: Session, in_size: tuple, gi_strides: tuple) -> tuple:
+    out_size = in_size[2:]
+    go_buf = DeviceBuffer(session.device, 4 * int(np.prod(in_size)))
+    gi_buf = DeviceBuffer(session.device, 4 * 64)
+    go = Tensor(in_size, np.float32, go_buf, format=ug.checks.layout_format("NCDHW"))
+    gi = Tensor(in_size, np.float32, gi_buf, strides=gi_strides, format=ug.checks.layout_format("NCDHW"))
+    osz, isz = IntArray(out_size), IntArray(in_size)
+    objs = (go, gi, osz, isz, go_buf, gi_buf)
+    try:
+        size, executor = aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(go, osz, isz, 0.0, 0.0, 0.0, gi)
+    except AclError as exc:
+        return exc, objs
+    executor.close()
+    return None, objs
+
+
+@pytest.mark.parametrize(("in_size", "gi_strides", "refused"), [
+    ((2, 2, 1, 1, 1), (0, 0, 0, 0, 0), "stride 0 in dim 0"),
+    ((2, 2, 1, 1, 1), (1, 1, 1, 1, 1), "make elements overlap"),
+    ((1, 1, 1, 3, 2), (6, 6, 6, 2, 3), None),  # interleaved, yet every element has its own memory
+    ((1, 1, 1, 3, 2), (6, 6, 6, 1, 3), None),  # transposed
+])
+def test_the_simulator_refuses_an_output_whose_elements_overlap(
+        no_leaks: None, session: Session, in_size: tuple, gi_strides: tuple, refused: str | None) -> None:
+    """Through the faithful API (no host checks): the simulator reports what hardware would get silently wrong."""
+    exc, objs = _phase1_with_gi_strides(session, in_size, gi_strides)
+    if refused is None:
+        assert exc is None, exc
+    else:
+        assert isinstance(exc, AclError) and exc.code == 161002, exc
+        assert "gradInput" in exc.detail and refused in exc.detail, exc.detail
+    for obj in objs:
+        obj.close()
