@@ -73,6 +73,11 @@ def release_cell(cell: c_void_p, fn: Callable[..., int], *extra: Any) -> int:
     return rc
 
 
+def _release_handle(cell: c_void_p, release: Callable[..., Any], handle: Any, *args: Any) -> None:
+    release(handle, *args)  # (see Resource._own)
+    cell.value = None
+
+
 class ClosedParameter:
     """The class-level ``_as_parameter_`` of handle objects: reached only when the instance has none
     (it is closed, or was never created), and then raises :class:`ClosedError`."""
@@ -105,6 +110,16 @@ class Resource:
         self._release = (release, args)
         self._cell, self._fin = cell, fin
         return cell
+
+    def _own(self, release: Callable[..., Any], handle: Any, *args: Any,
+             before: Callable[[], Any] | None = None) -> None:
+        """Own a handle created already: ``release(handle, *args)`` releases it (and raises when refused).
+
+        Prefer :meth:`_arm` before the C call: between that call's return and this one, an interrupt
+        would lose the handle.
+        """
+        cell = self._arm(_release_handle, release, handle, *args, before=before)
+        cell.value = 1  # armed
 
     @property
     def closed(self) -> bool:

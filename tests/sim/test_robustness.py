@@ -398,3 +398,35 @@ def test_the_simulator_refuses_an_output_whose_elements_overlap(
         assert "gradInput" in exc.detail and refused in exc.detail, exc.detail
     for obj in objs:
         obj.close()
+
+
+def test_a_handle_owned_after_its_creation_is_released_once(no_leaks: None, session: Session) -> None:
+    """``Resource._own`` (for a handle made already): close() releases it once; the finalizer net too."""
+    import ctypes
+
+    from acl_bindings import lib
+    from acl_bindings._resource import Resource
+
+    class Raw(Resource):
+        _what = "raw buffer"
+
+    def free(ptr: int) -> None:
+        with session.device.active():
+            lib.aclrtFree(ptr)
+
+    before = sim.live_handles()["device_buffer"]
+    owners = []
+    for _ in range(2):
+        ptr = ctypes.c_void_p()
+        with session.device.active():
+            lib.aclrtMalloc(ctypes.byref(ptr), 64, 0)
+        raw = Raw()
+        raw._own(free, ptr.value)
+        owners.append(raw)
+    assert sim.live_handles()["device_buffer"] == before + 2 and not owners[0].closed
+    owners[0].close()
+    owners[0].close()
+    assert owners[0].closed and sim.live_handles()["device_buffer"] == before + 1
+    del owners[1], raw
+    gc.collect()
+    assert sim.live_handles()["device_buffer"] == before
