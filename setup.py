@@ -1,9 +1,14 @@
 """Build hook: compile the CPU simulator's shared libraries during install.
 
-PEP 621 metadata lives in pyproject.toml.  This file only adds a ``build_py``
-step that runs ``acl_bindings/sim/build.py``.  Without a C compiler the install
-still succeeds: the build writes ``acl_bindings/sim/BUILD_ERROR.txt`` and the
-simulator reports itself unavailable with that reason.
+PEP 621 metadata lives in pyproject.toml.  This file adds a ``build_py`` step that
+runs ``acl_bindings/sim/build.py``.  Without a C compiler the install still
+succeeds: the build writes ``acl_bindings/sim/BUILD_ERROR.txt`` and the simulator
+reports itself unavailable with that reason.
+
+A wheel that carries the simulator's ``.so`` files is tagged for this platform
+(``py3-none-<platform>``: the libraries are loaded with ctypes, so any Python 3
+will do, but only on this OS and CPU); one built without a compiler has no
+binaries and stays ``py3-none-any``.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from setuptools import setup
+from setuptools import Distribution, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,15 +34,43 @@ class BuildPyWithSimulator(build_py):
     """build_py that also compiles the simulator into the package tree."""
 
     def run(self):
-        sim = _sim_build_module()
-        source_root = os.path.join(HERE, "acl_bindings", "sim")
-        result = sim.build(source_root, check=False)
-        if result.get("ok"):
-            print(f"built the CANN simulator in {source_root}/lib64")
-        else:
-            print(f"WARNING: the CANN simulator was not built: {result.get('error')}")
+        _build_simulator()
         # The libraries are package data (acl_bindings/sim/lib64/*), copied by build_py itself.
         super().run()
 
 
-setup(cmdclass={"build_py": BuildPyWithSimulator})
+_BUILT = {}
+
+
+def _build_simulator():
+    """Compile the simulator once per setup run; True when its libraries were built."""
+    if "ok" not in _BUILT:
+        source_root = os.path.join(HERE, "acl_bindings", "sim")
+        result = _sim_build_module().build(source_root, check=False)
+        _BUILT["ok"] = bool(result.get("ok"))
+        if _BUILT["ok"]:
+            print(f"built the CANN simulator in {source_root}/lib64")
+        else:
+            print(f"WARNING: the CANN simulator was not built: {result.get('error')}")
+    return _BUILT["ok"]
+
+
+class SimulatorDistribution(Distribution):
+    """A distribution that counts the simulator's libraries as binary modules: a wheel carrying them is
+    installed into platlib and not tagged pure."""
+
+    def has_ext_modules(self):
+        return _build_simulator()
+
+
+class PlatformWheel(bdist_wheel):
+    """bdist_wheel that tags a wheel with the simulator's libraries ``py3-none-<platform>``."""
+
+    def get_tag(self):
+        impl, abi, plat = super().get_tag()
+        if self.root_is_pure:
+            return impl, abi, plat
+        return "py3", "none", plat
+
+
+setup(cmdclass={"build_py": BuildPyWithSimulator, "bdist_wheel": PlatformWheel}, distclass=SimulatorDistribution)

@@ -98,6 +98,10 @@ CODES: dict[int, tuple[str, str]] = {
     561117: ("ACLNN_ERR_INNER_INPUT_JSON_IS_NULL", "an operator input JSON is null"),
     561118: ("ACLNN_ERR_INNER_STATIC_WORKSPACE_INVALID", "invalid static workspace"),
     561119: ("ACLNN_ERR_INNER_STATIC_BLOCK_DIM_INVALID", "invalid static block dim"),
+    # --- the CPU simulator's own code (never returned by CANN) ---------------
+    990101: ("CANNSIM_ERR_STALE_HANDLE",
+             "simulator-only: the device would silently use freed or stale memory here (a handle destroyed "
+             "between the phases, or an address an op-cache wrapper would ignore)"),
 }
 
 #: Codes named by constant, for readable comparisons.
@@ -118,6 +122,7 @@ ACLNN_ERR_RUNTIME_ERROR = 361001
 ACLNN_ERR_INNER = 561000
 ACLNN_ERR_INNER_FIND_KERNEL_ERROR = 561003
 ACLNN_ERR_INNER_NULLPTR = 561103
+CANNSIM_ERR_STALE_HANDLE = 990101  # the simulator's own (acl_bindings/sim/src/cannsim.h)
 
 
 def describe(code: int) -> tuple[str, str]:

@@ -26,6 +26,7 @@ import ctypes
 import logging
 import threading
 from ctypes import c_void_p
+from enum import IntEnum
 from typing import Any, Callable
 
 from . import _config, _loader
@@ -34,7 +35,7 @@ from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, 
 from .errors import AclError, ClosedError, LibraryNotFoundError
 from .prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
 
-__all__ = ["lib", "Lib", "LeanHandle", "lean_types", "MissingSymbolError", "recent_error_message",
+__all__ = ["lib", "Lib", "LeanHandle", "lean_types", "MissingSymbolError", "recent_error_message", "show_arg",
            "raise_for_status", "null_handle_error"]
 
 _log = logging.getLogger("acl_bindings")
@@ -113,9 +114,48 @@ def _passthrough(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
     return result
 
 
+_SHOWN_ITEMS = 6
+
+
+def _address(value: Any) -> str:
+    addr = ctypes.cast(value, c_void_p).value
+    return f"0x{addr:x}" if addr else "NULL"
+
+
+def show_arg(value: Any, argtype: Any = None) -> str:
+    """A logged argument or result as its value: array contents (the first few items), handles as
+    ``aclTensor@0x...``, pointers in hex, out-parameters as ``&<value>``, enums by name; never a ctypes
+    object repr.  *argtype* is the parameter's ctypes type, when known (an int passed for a ``void*``
+    is shown as an address)."""
+    if isinstance(value, int) and not isinstance(value, (bool, IntEnum)) and argtype is c_void_p:
+        return f"0x{value:x}" if value else "NULL"
+    if isinstance(value, _BYREF):
+        return "&" + show_arg(value._obj)  # type: ignore[attr-defined]
+    if isinstance(value, ctypes.Array):
+        items = [show_arg(v) for v in value[:_SHOWN_ITEMS]]
+        more = f", ... ({len(value)} items)" if len(value) > _SHOWN_ITEMS else ""
+        return "[" + ", ".join(items) + more + "]"
+    if isinstance(value, ctypes._Pointer):
+        return f"{type(value)._type_.__name__}@{_address(value)}"
+    if isinstance(value, c_void_p):
+        return _address(value)
+    if isinstance(value, ctypes._SimpleCData):
+        return show_arg(value.value)
+    if isinstance(value, IntEnum):
+        return f"{value.name}({int(value)})"
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        return repr(value.decode("utf-8", "replace"))
+    return repr(value) if isinstance(value, str) else str(value)
+
+
 def _logged(check: Callable[..., Any]) -> Callable[..., Any]:
     def errcheck(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
-        _log.debug("%s%r -> %r", func.__name__, args, result)
+        if _log.isEnabledFor(logging.DEBUG):
+            types = list(getattr(func, "argtypes", None) or ())
+            shown = ", ".join(show_arg(a, types[k] if k < len(types) else None) for k, a in enumerate(args))
+            _log.debug("%s(%s) -> %s", func.__name__, shown, show_arg(result))
         return check(result, func, args)
 
     return errcheck

@@ -20,7 +20,7 @@ from ._types import aclIntArray_p, aclTensor_p
 from .enums import DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
 
-__all__ = ["Tensor", "IntArray", "contiguous_strides"]
+__all__ = ["Tensor", "IntArray", "contiguous_strides", "view_extent"]
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -30,6 +30,23 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(int(n), 1)
     return tuple(reversed(strides))
+
+
+#: Bytes per element of each aclDataType (those without a fixed size count bytes)
+_ITEM_SIZES = {DataType.FLOAT: 4, DataType.FLOAT16: 2, DataType.INT8: 1, DataType.INT32: 4, DataType.UINT8: 1,
+               DataType.INT16: 2, DataType.UINT16: 2, DataType.UINT32: 4, DataType.INT64: 8, DataType.UINT64: 8,
+               DataType.DOUBLE: 8, DataType.BOOL: 1, DataType.COMPLEX64: 8, DataType.COMPLEX128: 16, DataType.BF16: 2}
+
+
+def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> int:
+    """Elements from the storage's start to one past the last element a view reaches (0 for an empty view).
+
+    This is the smallest 1-D storage that covers the view (nnopbase's ``Validate``, cann-abi.md
+    §8.1: ``offset + sum(max(0, stride*(dim-1))) + 1``).
+    """
+    if any(int(n) == 0 for n in shape):
+        return 0
+    return int(offset) + sum(max(0, int(st) * (int(n) - 1)) for n, st in zip(shape, strides)) + 1
 
 
 def _int64_array(values: Sequence[int], what: str) -> Any:
@@ -67,7 +84,10 @@ class Tensor(Resource):
     format:
         The ``aclFormat`` (default ND).
     storage_dims:
-        Storage shape (default: the view shape, as in the official sample).
+        Storage shape.  Default, as torch_npu describes its tensors (cann-abi.md §8.1): over a
+        *buffer*, 1-D, the buffer's whole element count; over a raw *address*, 1-D, the
+        elements the view reaches (:func:`view_extent`).  nnopbase refuses a non-contiguous
+        view that reaches past its storage.
     address:
         Raw device address, when no *buffer* is given (borrowed memory).
     """
@@ -84,10 +104,15 @@ class Tensor(Resource):
             raise ValueError(f"strides: expected {len(self.shape)} values for shape {self.shape}, got {self.strides}")
         self.offset = int(offset)
         self.format = Format(format)
-        self.storage_dims = tuple(int(s) for s in storage_dims) if storage_dims is not None else self.shape
         if buffer is not None:
             buffer._check_open()
             address = buffer.ptr
+        if storage_dims is not None:
+            self.storage_dims = tuple(int(s) for s in storage_dims)
+        elif buffer is not None:
+            self.storage_dims = (buffer.nbytes // _ITEM_SIZES.get(self.acl_dtype, 1),)
+        else:
+            self.storage_dims = (view_extent(self.shape, self.strides, self.offset),)
         self.buffer = buffer
         self.address = int(address or 0)
         dims = _int64_array(self.shape, "shape")

@@ -148,7 +148,7 @@ PROTOTYPES: dict[str, Prototype] = {
 OPTIONAL: frozenset[str] = frozenset({"aclsysGetVersionStr", "aclsysGetCANNVersion", "aclrtGetVersion",
                                       "aclFinalizeReference"})
 
-#: Symbols exported by the simulator alone (never by real CANN), all from its runtime library.
+#: Symbols exported by the simulator alone (never by real CANN), from its runtime and nnopbase libraries.
 SIM_ONLY: dict[str, Prototype] = {
     # const char *cannsimVersion(void);
     "cannsimVersion": ("runtime", c_str, ()),
@@ -162,6 +162,12 @@ SIM_ONLY: dict[str, Prototype] = {
     "cannsimSetDefer": ("runtime", c_int_result, (c_int32,)),
     # int cannsimSetDelay(int ms);             /* extra ms per kernel run */
     "cannsimSetDelay": ("runtime", c_int_result, (c_int32,)),
+    # int cannsimSetOpCache(int on);           /* nnopbase's op cache on/off; returns the previous setting */
+    "cannsimSetOpCache": ("nnopbase", c_int_result, (c_int32,)),
+    # int64_t cannsimOpCacheEntries(void);     /* entries in the op cache, all threads */
+    "cannsimOpCacheEntries": ("nnopbase", c_int64, ()),
+    # int cannsimSetRepeatable(int on);        /* whether executors may be made repeatable; returns the previous */
+    "cannsimSetRepeatable": ("nnopbase", c_int_result, (c_int32,)),
 }
 
 

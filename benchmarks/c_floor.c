@@ -95,11 +95,16 @@ static const int64_t GI_STRIDES[5] = {1, 1, 1, 1, 1};
 static const int64_t OUT_SIZE[3] = {2, 2, 2};
 static const int64_t IN_SIZE[5] = {1, 1, 1, 1, 1};
 
+/* Storage dims as the binding declares them (cann-abi.md §8.1, §8.6): the buffer's element count, 1-D for a
+   one-shot call, (1, n) for a plan (nnopbase's op cache keys on the storage shape, so a plan's phase 1 is not
+   answered with the one-shot calls' cache wrapper). */
+static const int64_t GO_STORAGE[2] = {1, 8}, GI_STORAGE[2] = {1, 1};
+
 /* The four handles of one call (the same C calls as the one-shot and plan sequences make). */
-static void create_args(void *go, void *gi, aclTensor **t_go, aclTensor **t_gi, aclIntArray **a_out,
+static void create_args(void *go, void *gi, int plan, aclTensor **t_go, aclTensor **t_gi, aclIntArray **a_out,
                         aclIntArray **a_in) {
-    *t_go = aclCreateTensor(GO_DIMS, 5, DT_FLOAT, GO_STRIDES, 0, FMT_NCDHW, GO_DIMS, 5, go);
-    *t_gi = aclCreateTensor(GI_DIMS, 5, DT_FLOAT, GI_STRIDES, 0, FMT_NCDHW, GI_DIMS, 5, gi);
+    *t_go = aclCreateTensor(GO_DIMS, 5, DT_FLOAT, GO_STRIDES, 0, FMT_NCDHW, GO_STORAGE + !plan, 1 + plan, go);
+    *t_gi = aclCreateTensor(GI_DIMS, 5, DT_FLOAT, GI_STRIDES, 0, FMT_NCDHW, GI_STORAGE + !plan, 1 + plan, gi);
     *a_out = aclCreateIntArray(OUT_SIZE, 3);
     *a_in = aclCreateIntArray(IN_SIZE, 5);
     if (!*t_go || !*t_gi || !*a_out || !*a_in) die("aclCreateTensor/aclCreateIntArray", 0);
@@ -142,7 +147,7 @@ int main(int argc, char **argv) {
     for (long i = 0; i < iters; i++) {
         aclTensor *t_go, *t_gi;
         aclIntArray *a_out, *a_in;
-        create_args(go[0], gi[0], &t_go, &t_gi, &a_out, &a_in);
+        create_args(go[0], gi[0], 0, &t_go, &t_gi, &a_out, &a_in);
         uint64_t need = 0;
         aclOpExecutor *ex = NULL;
         CHECK(aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(t_go, a_out, a_in, 0.0, 0.0, 0.0, t_gi, &need,
@@ -161,7 +166,7 @@ int main(int argc, char **argv) {
     /* ---- plans: phase 1 once, repeatable executor */
     aclTensor *t_go, *t_gi;
     aclIntArray *a_out, *a_in;
-    create_args(go[0], gi[0], &t_go, &t_gi, &a_out, &a_in);
+    create_args(go[0], gi[0], 1, &t_go, &t_gi, &a_out, &a_in);
     uint64_t need = 0;
     aclOpExecutor *ex = NULL;
     CHECK(aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(t_go, a_out, a_in, 0.0, 0.0, 0.0, t_gi, &need, &ex));

@@ -1,4 +1,4 @@
-"""Benchmarks of issue 5: reference speed, the simulator's kernel, and host overhead per call.
+"""Benchmarks: reference speed, the simulator's kernel, and host overhead per call.
 
 Run from a checkout::
 
@@ -12,7 +12,7 @@ next).  Each figure is reported as the minimum and the median over the repeats; 
 computed from the minima (the least disturbed measurement) and, in brackets, from the
 medians.
 
-Reference speed (cases (a)-(f) of the issue, float32 NCDHW, and (b) in float16, bfloat16
+Reference speed (cases (a)-(f), float32 NCDHW, and (b) in float16, bfloat16
 and NDHWC), one call per measurement ((a): the mean of a batch):
 
 * ``reference``: :func:`upsample3d_grad.reference.upsample_nearest_exact3d_backward`
@@ -90,7 +90,7 @@ def _threads_method(threads: int) -> str:
     """Name of the ``--threads N`` measurement."""
     return f"reference, {threads} threads"
 
-#: gradOut and gradInput shapes (NCDHW) of the issue's cases
+#: gradOut and gradInput shapes (NCDHW) of the benchmark cases
 CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], str]] = {
     "a": ((1, 1, 2, 2, 2), (1, 1, 1, 1, 1), "tiny"),
     "b": ((2, 16, 32, 64, 64), (2, 16, 16, 32, 32), "2x"),
@@ -359,9 +359,11 @@ def setup_overhead(batch: int, torch: Any, session: Any, c_floor: Optional[Calla
 
     def objects() -> None:
         go, gi = gos[0], gis[0]
-        with Tensor(go.shape, go.dtype, strides=go.strides, format=go.tensor.format, address=go.buffer.ptr) as tgo, \
-                Tensor(gi.shape, gi.dtype, strides=gi.strides, format=gi.tensor.format,
-                       address=gi.buffer.ptr) as tgi, IntArray(out3) as a_out, IntArray(in5) as a_in:
+        with Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                    storage_dims=go.tensor.storage_dims, address=go.buffer.ptr) as tgo, \
+                Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                       storage_dims=gi.tensor.storage_dims, address=gi.buffer.ptr) as tgi, \
+                IntArray(out3) as a_out, IntArray(in5) as a_in:
             OP(tgo, a_out, a_in, 0.0, 0.0, 0.0, tgi, stream=stream, workspace=session.workspace)
             stream.synchronize()
 
@@ -469,10 +471,10 @@ def _ratio(a: Optional[dict[str, float]], b: Optional[dict[str, float]]) -> Opti
 
 
 def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[dict[str, Any]]:
-    """The issue's targets, each with the measured ratio (from minima; medians beside) and a verdict.
+    """The speed targets, each with the measured ratio (from minima; medians beside) and a verdict.
 
-    With *tiny*, the shapes are not the issue's, so only the host-overhead targets (measured on
-    the issue's own tiny tensor) get a verdict.
+    With *tiny*, the shapes are not the benchmark's, so only the host-overhead targets (measured on
+    the tiny tensor (a)) get a verdict.
     """
     st: dict[str, dict[str, dict[str, float]]] = collections.defaultdict(dict)  # --only: absent cases are empty
     st.update({v.key: {m: _stats(t) for m, t in v.times.items()} for v in variants})
@@ -483,7 +485,7 @@ def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[
         applies = not tiny or name.startswith("tiny:")
         if ratio is None or not applies:
             targets.append({"target": name, "limit": f"{kind} {limit}", "ratio": ratio, "met": None,
-                            "why": "not measured" if ratio is None else "--tiny sizes are not the issue's"})
+                            "why": "not measured" if ratio is None else "--tiny sizes are not the benchmark's"})
             return
         ok = ratio["min"] >= limit if kind == ">=" else ratio["min"] <= limit
         targets.append({"target": name, "limit": f"{kind} {limit}", "ratio": ratio, "met": ok})
@@ -574,7 +576,7 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
         lines.append(f"| {name} | {_fmt_t(s, 'us')} | {_fmt_r(_ratio(s, ovs.get('torch eager')))} |")
     if ov.notes:
         lines += [""] + [f"- {k}: {n}" for k, n in ov.notes.items()]
-    lines += ["", "Targets (issue 5):", "", "| target | limit | measured | met |", "|---|---|---|---|"]
+    lines += ["", "Targets:", "", "| target | limit | measured | met |", "|---|---|---|---|"]
     for t in targets:
         met = f"n/a ({t['why']})" if t["met"] is None else ("yes" if t["met"] else "**no**")
         lines.append(f"| {t['target']} | {t['limit']} | {_fmt_r(t['ratio'])} | {met} |")

@@ -69,9 +69,11 @@ def main() -> int:
         grad_in_mem.upload(grad_in_host)
 
         # 3. the aclTensors and aclIntArrays
-        grad_out = stack.enter_context(
-            acl.Tensor(GRAD_OUT_SHAPE, np.float32, grad_out_mem, format=acl.Format.NCDHW))  # aclCreateTensor
-        grad_in = stack.enter_context(acl.Tensor(GRAD_IN_SHAPE, np.float32, grad_in_mem, format=acl.Format.NCDHW))
+        # (storage dims = view dims, as the sample: right for a contiguous view at offset 0 of an exact buffer)
+        grad_out = stack.enter_context(acl.Tensor(GRAD_OUT_SHAPE, np.float32, grad_out_mem, format=acl.Format.NCDHW,
+                                                  storage_dims=GRAD_OUT_SHAPE))  # aclCreateTensor
+        grad_in = stack.enter_context(acl.Tensor(GRAD_IN_SHAPE, np.float32, grad_in_mem, format=acl.Format.NCDHW,
+                                                 storage_dims=GRAD_IN_SHAPE))
         output_size = stack.enter_context(acl.IntArray(OUTPUT_SIZE))  # aclCreateIntArray
         input_size = stack.enter_context(acl.IntArray(INPUT_SIZE))
 

@@ -9,12 +9,8 @@ fails it when ``ACL_BINDINGS_REQUIRE_SIM=1`` (CI sets it).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

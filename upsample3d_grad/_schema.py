@@ -1,7 +1,7 @@
-"""A small JSON Schema validator for the subset the smoke report's schema uses.
+"""A small JSON Schema validator for the subset the report schemas use.
 
-``jsonschema`` is not a dependency, so this module implements just the keywords
-that ``smoke_schema.json`` uses (JSON Schema draft 2020-12 meanings):
+``jsonschema`` is not a runtime dependency (the tests use it), so this module implements just
+the keywords that ``smoke_schema.json`` and ``doctor_schema.json`` use (JSON Schema draft 2020-12 meanings):
 
 ``type`` (a name or a list of names: ``object``, ``array``, ``string``, ``number``,
 ``integer``, ``boolean``, ``null``), ``required``, ``properties``,
@@ -20,10 +20,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SchemaError", "validate", "errors", "load_schema", "SMOKE_SCHEMA_PATH"]
+__all__ = ["SchemaError", "validate", "errors", "load_schema", "SMOKE_SCHEMA_PATH", "DOCTOR_SCHEMA_PATH"]
 
 #: The smoke report's schema, kept in the package.
 SMOKE_SCHEMA_PATH = Path(__file__).resolve().parent / "smoke_schema.json"
+#: The doctor report's schema.
+DOCTOR_SCHEMA_PATH = Path(__file__).resolve().parent / "doctor_schema.json"
 
 _ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "$defs", "$comment"})
 _KEYWORDS = frozenset({"type", "required", "properties", "additionalProperties", "items", "enum", "minimum",

@@ -20,6 +20,7 @@ import numpy as np
 
 from ._env import default_device
 from .session import Session
+from .torch_interop import host_view
 
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "default_session",
            "close_default_session"]
@@ -91,24 +92,15 @@ def _on_default_session() -> Iterator[Session]:
             _quiet_close(session)
 
 
-def _to_numpy(x: Any) -> Any:
-    """torch CPU tensors become numpy views (no copy for contiguous CPU tensors)."""
-    mod = type(x).__module__
-    if mod.startswith("torch"):
-        from .torch_interop import tensor_to_numpy
-
-        return tensor_to_numpy(x)
-    return x
-
-
 def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
                                       scales_d: Optional[float] = None, scales_h: Optional[float] = None,
                                       scales_w: Optional[float] = None, *, layout: str = "NCDHW",
-                                      out: Optional[np.ndarray] = None, strict: bool = True) -> np.ndarray:
+                                      out: Any = None, strict: bool = True) -> Any:
     """gradInput of ``F.interpolate(x, mode="nearest-exact")`` on a 5-D tensor, computed by the operator.
 
-    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy in, numpy
-    out, on :func:`default_session`.
+    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy (or CPU
+    torch tensors) in, numpy out, on :func:`default_session`.  *out* (numpy or a CPU torch
+    tensor) is written and returned.
 
     >>> import numpy as np
     >>> g = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
@@ -116,9 +108,9 @@ def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[in
     [36.0, 100.0, 164.0, 228.0]
     """
     with _on_default_session() as session:
-        result = session.backward(_to_numpy(grad_output), output_size, input_size, scales_d, scales_h, scales_w,
+        result = session.backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w,
                                   layout=layout, out=out, strict=strict)
-    assert isinstance(result, np.ndarray)
+    assert out is None or result is out
     return result
 
 
@@ -135,7 +127,7 @@ def UpsampleNearestExact3dGrad(grad_output: Any, input_size: Sequence[int],
 
     from .checks import PHASE1
 
-    g = _to_numpy(grad_output)
+    g = host_view(grad_output, "gradOut (grad_output)")
     out_sz: Any = output_size  # anything but (0, 0, 0) goes to the checks as given
     if _all_zero_ints(output_size) and isinstance(g, np.ndarray) and g.ndim == 5:
         out_sz = tuple(g.shape[1:4]) if layout == "NDHWC" else tuple(g.shape[2:5])

@@ -55,6 +55,7 @@ from acl_bindings._resource import releases_allowed
 
 from . import checks
 from ._api import OP
+from .plans import plan_storage
 
 if TYPE_CHECKING:
     from .session import DeviceArray, Session
@@ -197,7 +198,7 @@ def _c_array(values: Sequence[int]) -> Any:
 class _TensorArgs:
     """The aclCreateTensor arguments of a device array, as ready ctypes objects."""
 
-    __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "address", "args")
+    __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "storage", "nstorage", "address", "args")
 
     def __init__(self, arr: DeviceArray) -> None:
         self.dims = _c_array(arr.shape)
@@ -206,13 +207,15 @@ class _TensorArgs:
         self.strides = _c_array(arr.strides)
         self.offset = c_int64(arr.offset)
         self.format = int(arr.tensor.format)  # C int (aclFormat)
+        self.storage = _c_array(arr.tensor.storage_dims)
+        self.nstorage = c_uint64(len(arr.tensor.storage_dims))
         self.set_address(arr.buffer.ptr)
 
     def set_address(self, address: int) -> None:
         self.address = c_void_p(address)
-        # storage dims = view dims, as DeviceArray's own tensor (and the official sample) does
-        self.args = (self.dims, self.ndim, self.dtype, self.strides, self.offset, self.format, self.dims, self.ndim,
-                     self.address)
+        # the storage is DeviceArray's own tensor's: 1-D, the whole buffer (cann-abi.md §8.1)
+        self.args = (self.dims, self.ndim, self.dtype, self.strides, self.offset, self.format, self.storage,
+                     self.nstorage, self.address)
 
 
 class _Leftovers:
@@ -282,8 +285,8 @@ class PreparedCall:
         ``(scalesD, scalesH, scalesW)``; 0 or None means "not given".
     plan:
         Phase 1 once with a repeatable executor (default).  False: a lean one-shot call each
-        time.  When the library refuses repeatable mode, the call falls back to one-shot and
-        :attr:`fallback` says why.
+        time.  When the library refuses repeatable mode, the call falls back to one-shot,
+        :attr:`fallback` says why, and every :attr:`retry_after` calls it asks again.
     sync:
         Synchronise the stream after each call (default).  False: only queue the work.
     strict:
@@ -299,7 +302,11 @@ class PreparedCall:
         Bytes of workspace phase 1 asked for (at preparation).
     calls:
         Completed calls.
+    retry_after:
+        One-shot calls after a refused plan before the next request (class attribute, 64).
     """
+
+    retry_after = 64
 
     def __init__(self, session: Session, grad_output: DeviceArray, output_size: Sequence[int],
                  input_size: Sequence[int], scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *,
@@ -314,12 +321,14 @@ class PreparedCall:
         self._ws_ptr: Optional[c_void_p] = None
         self._ws_cap = 0
         self._left = _Leftovers()  # per-call handles not destroyed yet (refused, or a call interrupted)
+        self._stale: list[Any] = []  # objects of a failed plan retry whose release was refused
         self._released = True  # nothing owned yet
         self.session = session
         self.sync = bool(sync)
         self.calls = 0
         self.plan = False
         self.fallback: Optional[str] = None
+        self._retry_left = 0  # one-shot calls left before a refused plan is asked for again
         self.workspace_size = 0
         for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
             if not isinstance(arr, DeviceArray):
@@ -383,11 +392,13 @@ class PreparedCall:
     def _prepare(self, plan: bool) -> None:
         """Phase 1 once: learn the workspace size; keep a repeatable executor when *plan*."""
         go, gi = self._go, self._gi
+        # a plan's own storage description, as the Session's plans (upsample3d_grad.plans: the op cache);
         # one at a time: when a later one fails, the earlier ones are already ours to close (and retry)
+        storage = plan_storage if plan else tuple
         self._tensors = (Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                                address=go.buffer.ptr),)
+                                storage_dims=storage(go.tensor.storage_dims), address=go.buffer.ptr),)
         self._tensors += (Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                                 address=gi.buffer.ptr),)
+                                 storage_dims=storage(gi.tensor.storage_dims), address=gi.buffer.ptr),)
         self._arrays = (IntArray(self.output_size),)
         self._arrays += (IntArray(self.input_size),)
         # the executor keeps the tensors and arrays it refers to alive (if the call is dropped unclosed)
@@ -401,14 +412,11 @@ class PreparedCall:
                 executor.make_repeatable()
             except AclError as exc:
                 self.fallback = str(exc)
+                self._retry_left = self.retry_after
             else:
                 self.plan = True
         if self.plan:
-            self._ex = _as_void_p(executor.handle)
-            self._t_go = _as_void_p(self._tensors[0].handle)
-            self._t_gi = _as_void_p(self._tensors[1].handle)
-            self._size = c_uint64(size)
-            self._run = self._run_plan
+            self._use_plan(size)
         else:
             # an executor phase 2 never ran is destroyed (cann-abi.md §1.3); each call makes its own
             executor.close()
@@ -417,6 +425,57 @@ class PreparedCall:
                 obj.close()
             self._tensors, self._arrays = (), ()
             self._run = self._make_oneshot()
+        self._check_conformance()
+
+    def _use_plan(self, size: int) -> None:
+        """Calls run phase 2 of the repeatable executor in ``self._executor`` from now on."""
+        assert self._executor is not None
+        self._ex = _as_void_p(self._executor.handle)
+        self._t_go = _as_void_p(self._tensors[0].handle)
+        self._t_gi = _as_void_p(self._tensors[1].handle)
+        self._size = c_uint64(size)
+        self._run = self._run_plan
+
+    def _retry_plan(self) -> None:
+        """Ask again for a repeatable executor, :attr:`retry_after` one-shot calls after a refusal.
+
+        On success the call uses it from now on (and :attr:`fallback` is None again); a refusal
+        (any :class:`~acl_bindings.AclError`) keeps the one-shot path and schedules the next try.
+        """
+        go, gi = self._go, self._gi
+        made: list[Any] = []
+        try:
+            with self._device.active():
+                # one at a time: when a later one fails, the earlier ones are in *made* to close (and retry)
+                made.append(Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                                   storage_dims=plan_storage(go.tensor.storage_dims), address=go.buffer.ptr))
+                made.append(Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                                   storage_dims=plan_storage(gi.tensor.storage_dims), address=gi.buffer.ptr))
+                tensors = (made[0], made[1])
+                made.append(IntArray(self.output_size))
+                made.append(IntArray(self.input_size))
+                arrays = (made[2], made[3])
+                size, executor = OP.get_workspace_size(tensors[0], *arrays, *self.scales, tensors[1],
+                                                       keep=(*tensors, *arrays))
+                made.insert(0, executor)  # destroyed first
+                executor.make_repeatable()
+                self._ensure_workspace(size)
+        except BaseException as exc:
+            for obj in made:
+                try:
+                    obj.close()
+                except Exception:
+                    pass
+            self._stale += [obj for obj in made if not obj.closed]  # refused: close() retries them
+            if not isinstance(exc, AclError):
+                raise
+            self.fallback = str(exc)
+            self._retry_left = self.retry_after
+            return
+        self._executor, self._tensors, self._arrays = executor, tensors, arrays
+        self.workspace_size = size
+        self.plan, self.fallback = True, None
+        self._use_plan(size)
         self._check_conformance()
 
     def _check_conformance(self) -> None:
@@ -476,6 +535,10 @@ class PreparedCall:
                 with self._device.active():
                     self._run()
             self.calls += 1
+            if self._retry_left:  # a plan was refused: ask again now and then
+                self._retry_left -= 1
+                if not self._retry_left:
+                    self._retry_plan()
             return self._gi
         finally:
             lock.release()
@@ -498,6 +561,11 @@ class PreparedCall:
             self._explain_rebind(arr, is_input, old, other)
         ptr = arr.buffer.ptr
         args = self._go_args if is_input else self._gi_args
+        if arr.tensor.storage_dims != old.tensor.storage_dims:
+            # a one-shot call describes the new buffer (a plan's executor keeps its phase-1 storage, which
+            # covers the same view: only phase 1 checks it, cann-abi.md §8.1)
+            args.storage = _c_array(arr.tensor.storage_dims)
+            args.nstorage = c_uint64(len(arr.tensor.storage_dims))
         if self.plan and ptr != args.address.value:
             f = self._fns
             if is_input:
@@ -675,6 +743,9 @@ class PreparedCall:
             attempt(lambda: self._left.destroy(self._fns))
         if self._executor is not None and attempt(self._executor.close):
             self._executor = None
+        for obj in self._stale:
+            attempt(obj.close)
+        self._stale = [obj for obj in self._stale if not obj.closed]
         for obj in (*self._tensors, *self._arrays):
             attempt(obj.close)
         self._tensors = tuple(t for t in self._tensors if not t.closed)

@@ -4,8 +4,18 @@ A plan is phase 1 done once.  Its executor is made repeatable
 (``aclSetAclOpExecutorRepeatable``); later calls with the same shapes, strides,
 sizes and scales only point the executor at the new device addresses
 (``aclSetInputTensorAddr`` / ``aclSetOutputTensorAddr``) and run phase 2 with the
-session's kept workspace.  When the library refuses repeatable mode, the key is
-remembered and those calls stay one-shot.
+session's kept workspace.
+
+nnopbase's op cache (cann-abi.md §8.6) answers phase 1 of a call shape that already ran
+one-shot with a cache wrapper, which ``aclSetAclOpExecutorRepeatable`` refuses (561000).
+The op cache keys on each tensor's storage shape (OPB ``common/utils/op_cache.cpp``), so a
+plan's tensors declare their storage 2-D, ``(1, n)``: the very elements of the one-shot
+description ``(n,)``, under a key of their own.  A plan therefore still serves a shape whose
+first call was one-shot.  When the library refuses repeatable mode all the same, the refused
+executor is destroyed unrun (so the plan's description never enters the op cache) and the call
+runs one-shot; the refusal is remembered for :attr:`PlanCache.retry_after` calls of that key,
+in a table of at most :attr:`PlanCache.refused_capacity` keys, and its reason is kept in
+:attr:`PlanCache.last_refusal`.
 
 Whether executor reuse is supported for this operator on real CANN is not
 confirmed by public sources (cann-abi.md §0, "Executor reuse"); ``Session(plans=False)``
@@ -24,21 +34,27 @@ from ._api import OP
 if TYPE_CHECKING:
     from .session import DeviceArray
 
-__all__ = ["Plan", "PlanCache", "plan_key"]
+__all__ = ["Plan", "PlanCache", "plan_key", "plan_storage"]
 
 PlanKey = tuple[Any, ...]
 
 
 def plan_key(go: DeviceArray, gi: DeviceArray, output_size: tuple[int, ...], input_size: tuple[int, ...],
              scales: tuple[float, float, float]) -> PlanKey:
-    """Everything phase 1 depends on, except the device addresses."""
+    """Everything phase 1 depends on, except the device addresses (the storage dims too, as nnopbase's op cache)."""
     return (go.shape, go.dtype.str, go.layout, go.strides, go.offset, gi.shape, gi.dtype.str, gi.layout, gi.strides,
-            gi.offset, output_size, input_size, scales)
+            gi.offset, output_size, input_size, scales, go.tensor.storage_dims, gi.tensor.storage_dims)
+
+
+def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
+    """A plan's storage description: the same elements as *storage_dims*, with a leading 1 (see the module doc)."""
+    return (1, *storage_dims)
 
 
 def _borrowed_tensor(arr: DeviceArray) -> Tensor:
+    # the array's whole buffer (cann-abi.md §8.1), in the plan's own description
     return Tensor(arr.shape, arr.dtype, strides=arr.strides, offset=arr.offset, format=arr.tensor.format,
-                  address=arr.buffer.ptr)
+                  storage_dims=plan_storage(arr.tensor.storage_dims), address=arr.buffer.ptr)
 
 
 class Plan:
@@ -92,37 +108,56 @@ class Plan:
 
 
 class PlanCache:
-    """At most *capacity* plans, least recently used evicted first."""
+    """At most *capacity* plans, least recently used evicted first.
 
-    def __init__(self, capacity: int = 32) -> None:
+    Attributes
+    ----------
+    refused:
+        Keys whose repeatable executor the library refused, each with the number of calls left
+        before a plan is tried again (at most *refused_capacity* keys, oldest dropped first).
+    last_refusal:
+        The error text of the latest refusal, or None.
+    """
+
+    def __init__(self, capacity: int = 32, refused_capacity: int = 256, retry_after: int = 64) -> None:
         self.capacity = capacity
+        self.refused_capacity = refused_capacity
+        self.retry_after = retry_after
         self.plans: OrderedDict[PlanKey, Plan] = OrderedDict()
-        self.refused: set[PlanKey] = set()
+        self.refused: OrderedDict[PlanKey, int] = OrderedDict()
+        self.last_refusal: Optional[str] = None
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: PlanKey, build: Callable[[], Plan], before_evict: Callable[[], None]) -> tuple[Plan, bool]:
-        """The plan for *key*; ``(plan, repeatable)``.  A non-repeatable plan is for one call only."""
+    def get(self, key: PlanKey, build: Callable[[], Plan], before_evict: Callable[[], None]) -> Optional[Plan]:
+        """The plan for *key*, or None when this call must run one-shot (the library refused a plan)."""
         plan = self.plans.get(key)
         if plan is not None:
             self.plans.move_to_end(key)
             self.hits += 1
-            return plan, True
+            return plan
         self.misses += 1
+        left = self.refused.get(key)
+        if left is not None and left > 1:  # refused recently: one-shot, without asking again
+            self.refused[key] = left - 1
+            return None
+        self.refused.pop(key, None)
         plan = build()
-        if key in self.refused:
-            return plan, False
         try:
             plan.make_repeatable()
-        except AclError:
-            self.refused.add(key)  # the library refuses reuse here: this key stays one-shot
-            return plan, False
+        except AclError as exc:
+            plan.close()  # destroyed unrun: its description never enters the op cache
+            self.last_refusal = str(exc)
+            self.refused[key] = self.retry_after
+            while len(self.refused) > self.refused_capacity:
+                self.refused.popitem(last=False)
+            return None
         if len(self.plans) >= self.capacity:
             before_evict()
             _, old = self.plans.popitem(last=False)
             old.close()
         self.plans[key] = plan
-        return plan, True
+        return plan
 
     def clear(self) -> None:
         """Close every plan (the caller synchronised the stream first)."""

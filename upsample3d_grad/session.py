@@ -50,6 +50,7 @@ from . import checks
 from ._api import OP
 from .fastpath import PreparedCall, cached_check_params
 from .plans import Plan, PlanCache, plan_key
+from .torch_interop import host_view, is_tensor
 
 __all__ = ["Session", "DeviceArray"]
 
@@ -294,6 +295,8 @@ class Session:
         self._closed = False
         self.calls = 0
         self.last_workspace_size = 0
+        #: Which path the latest call took: ``"plan"`` (a repeatable executor) or ``"one-shot"`` (both phases)
+        self.last_path = ""
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -368,7 +371,7 @@ class Session:
 
     # ------------------------------------------------------------------ arrays
     def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
-        """Copy *array* to the device, keeping its strides and offset (no host copy).
+        """Copy *array* (numpy, or a CPU torch tensor) to the device, keeping its strides and offset (no host copy).
 
         For a view into a larger numpy array, the bytes from the base array's start (when
         that prefix is no larger than the view's own span) to the view's last element go
@@ -381,6 +384,7 @@ class Session:
     def _upload(self, array: np.ndarray, layout: str, param: str, func: str) -> DeviceArray:
         """:meth:`upload`, its errors naming *func* (phase 1 when :meth:`backward` uploads its arguments)."""
         self._check_open()
+        array = host_view(array, param)  # a CPU torch tensor: its numpy view (TypeError for another device)
         spec = checks.spec_of(array, layout, param, func)  # 161002: not a numpy array, dtype, layout
         if spec is None:
             raise checks.AclnnParamError(161001, func, f"{param}: expected a numpy array but got None")
@@ -445,8 +449,8 @@ class Session:
         Parameters
         ----------
         grad_output:
-            numpy array (float32, float16, bfloat16) or :class:`DeviceArray`; ``[N,C,oD,oH,oW]``
-            for NCDHW, ``[N,oD,oH,oW,C]`` for NDHWC.  Any positive strides.
+            numpy array (float32, float16, bfloat16), CPU torch tensor or :class:`DeviceArray`;
+            ``[N,C,oD,oH,oW]`` for NCDHW, ``[N,oD,oH,oW,C]`` for NDHWC.  Any positive strides.
         output_size, input_size:
             ``(oD, oH, oW)`` and ``(N, C, iD, iH, iW)`` (always NCDHW order).
         scales_d, scales_h, scales_w:
@@ -454,14 +458,19 @@ class Session:
         layout:
             ``"NCDHW"`` or ``"NDHWC"``.
         out:
-            Preallocated result (numpy or :class:`DeviceArray`), written and returned.
+            Preallocated result (numpy, CPU torch tensor or :class:`DeviceArray`), written and returned.
         strict:
             Enforce the documented limits CANN leaves unchecked (see :mod:`upsample3d_grad.checks`).
 
         Returns
         -------
-        numpy array when *grad_output* is numpy (after a stream sync), else a :class:`DeviceArray`.
+        *out* when given; else a numpy array when *grad_output* is numpy or a CPU tensor (after a
+        stream sync), a :class:`DeviceArray` when it is one.  A torch tensor on another device than
+        the CPU raises :class:`TypeError`.
         """
+        out_tensor = out if is_tensor(out) else None
+        grad_output = host_view(grad_output, "gradOut (grad_output)")
+        out = host_view(out, "gradInput (out)", writable=True)
         with self._lock, self._active():
             self._check_device_arrays(grad_output, out)
             if isinstance(out, np.ndarray) and not out.flags.writeable:
@@ -515,7 +524,7 @@ class Session:
                         pass
                 raise
             _run_all([arr.close for arr in owned])
-            return result
+            return out_tensor if out_tensor is not None else result
 
     def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray, plan: bool = True,
@@ -560,18 +569,18 @@ class Session:
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: tuple[float, float, float], gi: DeviceArray) -> int:
         """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size."""
+        plan: Optional[Plan] = None
         if self.use_plans:
             key = plan_key(go, gi, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), scales)
-            plan, kept = self.plans.get(key, lambda: Plan(go, gi, key[10], key[11], scales), self._sync_if_pending)
-            try:
-                size = plan.run(go, gi, self.workspace, self.stream)
-            finally:
-                if not kept:
-                    plan.close()
+            plan = self.plans.get(key, lambda: Plan(go, gi, key[10], key[11], scales), self._sync_if_pending)
+        if plan is not None:
+            size = plan.run(go, gi, self.workspace, self.stream)
+            self.last_path = "plan"
         else:
             with IntArray(list(output_size)) as out_arr, IntArray(list(input_size)) as in_arr:
                 size = OP(go.tensor, out_arr, in_arr, *scales, gi.tensor, stream=self.stream,
                           workspace=self.workspace, keep=(go, gi, out_arr, in_arr))
+            self.last_path = "one-shot"
         self._pending = True
         self.calls += 1
         self.last_workspace_size = size

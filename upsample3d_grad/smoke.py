@@ -31,10 +31,8 @@ buffer, and phase 1 must return the case's status code.
 
 from __future__ import annotations
 
-import datetime as _dt
+import hashlib
 import math
-import platform
-import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -56,7 +54,7 @@ from acl_bindings import (
 )
 from acl_bindings.enums import dtype_name, enum_name
 
-from . import _env, checks, reference
+from . import _env, checks, hostinfo, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import Session
 
@@ -64,10 +62,11 @@ __all__ = [
     "SmokeCase", "build_matrix", "compare", "window_size", "bad_cases", "make_grad_output", "tolerance_text",
     "run_compute_case", "run_bad_case", "iter_results", "repeat_identical", "soc_support", "environment",
     "environment_and_devices", "device_report", "summarize", "tolerances", "new_report", "run_device",
-    "merge_reports", "default_device", "SAMPLE_EXPECTED", "DETERMINISM_CANN", "DETERMINISM_SIM", "SCHEMA_VERSION",
+    "merge_reports", "default_device", "result_digest", "unavailable_environment",
+    "SAMPLE_EXPECTED", "DETERMINISM_CANN", "DETERMINISM_SIM", "SCHEMA_VERSION",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
                                "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 #: float32 part of the tolerance (relative, and absolute per summed element).
@@ -78,6 +77,7 @@ EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
 #: The official sample's expected result (cann-abi.md §5.6).
 SAMPLE_EXPECTED = [36.0, 100.0, 164.0, 228.0]
 DETERMINISM_CANN = "deterministic by default per CANN docs (cann-abi.md §5.5)"
+REFERENCE_TEXT = "upsample3d_grad.reference, convention 'cann' (float32 window law, cann-abi.md §6.5)"
 DETERMINISM_SIM = "deterministic (the simulator's kernel sums in a fixed order)"
 
 
@@ -271,7 +271,7 @@ def _base_entry(device: int, kind: str, name: str) -> dict[str, Any]:
             "ratio": "n/a", "mode": "n/a", "shape": [], "result_shape": [], "output_size": None,
             "input_size": None, "scales": [0.0, 0.0, 0.0], "workspace_size": None, "time_ms": None,
             "max_abs_err": None, "max_rel_err": None, "tolerance": "", "expected_code": 0, "got_code": None,
-            "status": "error", "message": ""}
+            "status": "error", "message": "", "digest": None}
 
 
 def run_compute_case(session: Session, case: SmokeCase) -> dict[str, Any]:
@@ -307,6 +307,7 @@ def run_compute_case(session: Session, case: SmokeCase) -> dict[str, Any]:
         entry["status"] = "fail"
         entry["message"] = f"result is {got.shape} {got.dtype}, expected {ref.shape} {ref.dtype}"
         return entry
+    entry["digest"] = result_digest(got)
     max_abs, max_rel, ok = compare(got, ref, case.dtype, window)
     entry["max_abs_err"], entry["max_rel_err"] = _finite(max_abs), _finite(max_rel)
     if case.name.startswith("official-sample") and got.ravel().tolist() != SAMPLE_EXPECTED:
@@ -316,6 +317,11 @@ def run_compute_case(session: Session, case: SmokeCase) -> dict[str, Any]:
     if not ok and not entry["message"]:
         entry["message"] = f"outside the tolerance ({tolerance_text(case.dtype)}, window {window})"
     return entry
+
+
+def result_digest(result: np.ndarray) -> str:
+    """``sha256:<hex>`` of the result's bytes in C order: equal digests mean bitwise-identical results."""
+    return "sha256:" + hashlib.sha256(np.ascontiguousarray(result).tobytes()).hexdigest()
 
 
 def _spec_tensor(spec: checks.TensorSpec | None, buf: DeviceBuffer) -> Tensor | None:
@@ -463,8 +469,6 @@ def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[d
     """
     from acl_bindings import AclError, Device, runtime
 
-    from . import __version__
-
     backend = load_backend()
     op_found = OP.available()  # loads the operator library, so it is listed below
     info: dict[str, Any] = {}
@@ -492,27 +496,49 @@ def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[d
         "backend": backend.kind,
         "backend_label": "CPU simulator (no NPU is used)" if backend.is_simulator else "real CANN",
         "requested": backend.requested,
+        "fallback": backend.fallback or None,
         "simulator_version": info.get("simulator_version"),
         "libraries": [{"role": i.role, "name": i.name, "path": i.path, "found_via": i.found_via}
                       for i in (backend.runtime, backend.nnopbase, *backend.op_libraries)],
         "operator_symbol": OP.phase1_name,
         "operator_found": bool(op_found),
         "operator_library": where[1].path if where else None,
-        "cann_version": info.get("cann_version"),
+        **_cann_version(info.get("cann_version"), "the runtime library (aclsysGetVersionStr or aclsysGetCANNVersion)"),
         "acl_version": ".".join(str(v) for v in acl_ver) if acl_ver else None,
         "soc_name": str(info.get("soc_name", "")),
         "soc_supported": supported,
         "soc_note": note,
         "device_count": int(info.get("device_count", 0)),
         "determinism": DETERMINISM_SIM if backend.is_simulator else DETERMINISM_CANN,
-        "reference": "upsample3d_grad.reference, convention 'cann' (float32 window law, cann-abi.md §6.5)",
-        "package_version": __version__,
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "platform": platform.platform(),
+        "reference": REFERENCE_TEXT,
+        **hostinfo.host_facts(),
         "error": info.get("error"),
     }
     return env, devices
+
+
+def _cann_version(from_library: str | None, library_source: str) -> dict[str, Any]:
+    """``cann_version`` and where it was read: the library's answer, else the toolkit's install record."""
+    if from_library:
+        return {"cann_version": from_library, "cann_version_source": library_source}
+    record = hostinfo.toolkit_version()
+    if record is not None:
+        return {"cann_version": record["version"], "cann_version_source": record["source"]}
+    return {"cann_version": None, "cann_version_source": "unknown: no version query answered and no "
+                                                         "ascend_toolkit_install.info under $ASCEND_HOME_PATH"}
+
+
+def unavailable_environment(reason: str, requested: str) -> dict[str, Any]:
+    """The environment entry of a machine where no library loads: the host facts and *reason*."""
+    return {
+        "backend": None, "backend_label": "no library could be loaded", "requested": requested, "fallback": None,
+        "simulator_version": None, "libraries": [], "operator_symbol": OP.phase1_name, "operator_found": False,
+        "operator_library": None, **_cann_version(None, ""), "acl_version": None, "soc_name": "", "soc_supported": None,
+        "soc_note": "unknown: no library could be loaded", "device_count": 0, "determinism": "unknown",
+        "reference": REFERENCE_TEXT,
+        **hostinfo.host_facts(),
+        "error": reason,
+    }
 
 
 def device_report(device_id: int, results: Sequence[dict[str, Any]], mem: tuple[int, int],
@@ -541,8 +567,10 @@ def new_report(env: dict[str, Any], quick: bool, argv: Sequence[str], plans: boo
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": "upsample3d-grad smoke",
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_utc": hostinfo.utc_now(),
         "argv": list(argv),
+        "command_line": hostinfo.command_line(argv),
+        "interrupted": False,
         "quick": bool(quick),
         "plans": bool(plans),
         "environment": env,
@@ -585,7 +613,8 @@ def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dic
         merged["devices"].extend(rep["devices"])
         merged["cases"].extend(rep["cases"])
     merged["summary"] = summarize(merged["cases"])
-    if not all(d["status"] == "pass" for d in merged["devices"]):
+    merged["interrupted"] = any(bool(rep.get("interrupted")) for rep in reports)
+    if not all(d["status"] == "pass" for d in merged["devices"]) or merged["interrupted"]:
         merged["summary"]["ok"] = False
     return merged
 

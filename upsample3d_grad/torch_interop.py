@@ -42,7 +42,7 @@ from acl_bindings import AclnnParamError
 from . import checks
 
 __all__ = ["tensor_to_numpy", "numpy_to_tensor", "backward_torch", "describe_tensor", "TorchDescription",
-           "run_on_storage"]
+           "run_on_storage", "is_tensor", "host_view"]
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
@@ -62,6 +62,42 @@ def _is_tensor(x: Any) -> bool:
     if not mod.startswith("torch"):
         return False
     return isinstance(x, _torch().Tensor)
+
+
+def is_tensor(x: Any) -> bool:
+    """Whether *x* is a torch tensor (without importing torch for anything else)."""
+    return _is_tensor(x)
+
+
+def host_view(x: Any, param: str, *, writable: bool = False) -> Any:
+    """*x* as numpy when it is a CPU torch tensor (a view sharing its memory); anything else unchanged.
+
+    Parameters
+    ----------
+    x:
+        A torch tensor, or anything else (returned as it is).
+    param:
+        The parameter's name, for the error message.
+    writable:
+        The result is written into (``out=``): a view that would need a copy is refused.
+
+    Raises
+    ------
+    TypeError
+        When the tensor lives on another device than the CPU (NPU tensors go through
+        :func:`backward_torch`, which uses their memory in place), or when *writable* and the
+        tensor is a negative or conjugate view (numpy cannot write through it).
+    """
+    if not _is_tensor(x):
+        return x
+    if x.device.type != "cpu":
+        raise TypeError(f"{param}: the torch tensor is on {x.device}, not the CPU; pass a CPU tensor (or numpy "
+                        "array), move it with .cpu(), or use upsample3d_grad.torch_interop.backward_torch, which "
+                        "runs NPU tensors in place")
+    if writable and (x.is_conj() or x.is_neg()):
+        raise TypeError(f"{param}: a negative or conjugate torch view cannot be written in place; pass "
+                        "t.resolve_neg() / t.resolve_conj()")
+    return tensor_to_numpy(x)
 
 
 def tensor_to_numpy(t: Any) -> np.ndarray:

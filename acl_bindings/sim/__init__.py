@@ -12,7 +12,9 @@ Environment variables read by the simulator itself:
 ``CANN_SIM_DEVICE_COUNT`` (default 2), ``CANN_SIM_MEM_BYTES`` (device memory per device),
 ``CANN_SIM_DEFER=1`` (queue stream work until a synchronize), ``CANN_SIM_FAULT`` (make the
 Nth call of a function fail: ``"func:nth:code[,...]"``), ``CANN_SIM_REPORT=<path>`` (JSON
-report of live handles and init/finalize counts at exit).
+report of live handles and init/finalize counts at exit), ``CANN_SIM_OP_CACHE=0`` (or CANN's own
+``DISABLE_L2_CACHE``: no op cache; ``ACLNN_CACHE_LIMIT`` bounds it), ``CANN_SIM_REPEATABLE=0``
+(``aclSetAclOpExecutorRepeatable`` refuses every executor, 561000).
 
 ``aclInit`` is reference-counted and ``aclFinalizeReference`` exported as in CANN (cann-abi.md
 §8.2).  A runtime used after a plain ``aclFinalize`` tore it down while other references were held
@@ -20,19 +22,26 @@ answers 100001 with a message saying so, prints the first such use on stderr and
 report.  Releases without ``aclFinalizeReference`` are modelled by a tree built with
 ``build(root, finalize_reference=False)`` (``build.py --no-finalize-reference``), whose runtime does
 not export it; point ``ACL_BINDINGS_LIB_DIR`` at it.
+
+Simulator-only status code: :data:`STALE_HANDLE` (990101), where the device would silently read
+freed memory or stale addresses: a tensor or int array destroyed between the phases, or an address
+update that an op-cache wrapper would ignore.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .._codes import CANNSIM_ERR_STALE_HANDLE
 from .._types import int32_arg
 
-__all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "is_built", "live_handles", "call_count", "set_fault", "set_defer",
-           "set_delay", "version"]
+__all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "STALE_HANDLE", "is_built", "live_handles", "call_count", "set_fault",
+           "set_defer", "set_delay", "set_op_cache", "op_cache_entries", "set_repeatable", "version"]
 
 ROOT = Path(__file__).resolve().parent
 LIB64 = ROOT / "lib64"
+#: The simulator's own status code (CANNSIM_ERR_STALE_HANDLE in src/cannsim.h, outside CANN's code space).
+STALE_HANDLE = CANNSIM_ERR_STALE_HANDLE
 HANDLE_KINDS = ("device_buffer", "host_buffer", "tensor", "int_array", "executor", "stream", "event", "context",
                 "device_ref")
 
@@ -81,3 +90,18 @@ def set_defer(on: bool) -> bool:
 def set_delay(ms: int) -> int:
     """Add *ms* of simulated device time to each kernel run; returns the previous value."""
     return int(_lib().cannsimSetDelay(int32_arg("ms", ms, 0, "a delay in [0, 2**31) milliseconds")))
+
+
+def set_op_cache(on: bool) -> bool:
+    """Turn the simulated nnopbase op cache on or off; returns the previous setting."""
+    return bool(_lib().cannsimSetOpCache(1 if on else 0))
+
+
+def op_cache_entries() -> int:
+    """Entries in the simulated op cache (pending and usable, all threads)."""
+    return int(_lib().cannsimOpCacheEntries())
+
+
+def set_repeatable(on: bool) -> bool:
+    """Whether aclSetAclOpExecutorRepeatable accepts executors (False: 561000 for all); returns the previous."""
+    return bool(_lib().cannsimSetRepeatable(1 if on else 0))

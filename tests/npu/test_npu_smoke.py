@@ -47,11 +47,33 @@ def _explain(entry: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- the matrix
 
+def _check_path(session: Session, mode: str, record_property: Any) -> str:
+    """Report which path the latest call took, and assert it is the one this mode and CANN's answer imply.
+
+    With plans, CANN may refuse a repeatable executor (cann-abi.md §8.6: not confirmed for this operator);
+    the call then runs one-shot and the refusal's text is reported.
+    """
+    path = session.last_path
+    record_property("path", path)
+    refusal = session.plans.last_refusal
+    if mode == "one-shot":
+        assert path == "one-shot", path
+    elif path != "plan":
+        assert path == "one-shot" and refusal, (path, refusal)
+        record_property("plan_refused", refusal)
+    print(f"path: {path}" + (f" (plan refused: {refusal})" if path != "plan" and refusal else ""))
+    return path
+
+
 @pytest.mark.parametrize("mode", ["plans", "one-shot"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_compute_case(sessions: Any, case: smoke.SmokeCase, mode: str) -> None:
-    entry = smoke.run_compute_case(sessions[mode], case)
+def test_compute_case(sessions: Any, case: smoke.SmokeCase, mode: str, record_property: Any) -> None:
+    session = sessions[mode]
+    calls = session.calls
+    entry = smoke.run_compute_case(session, case)
     assert entry["status"] == "pass", _explain(entry)
+    assert session.calls > calls
+    _check_path(session, mode, record_property)
 
 
 @pytest.mark.parametrize("case", BAD, ids=lambda c: c.label)
@@ -64,7 +86,7 @@ def test_bad_input_gives_cann_code(sessions: Any, soc: str, case: Any) -> None:
 
 @pytest.mark.parametrize("name", ["ut-scales-fp32-NCDHW-contig", "nonint-sizes-bf16-NDHWC-permuted",
                                   "down-scales-fp16-NCDHW-sliced"])
-def test_plan_reuse_with_new_data(sessions: Any, name: str) -> None:
+def test_plan_reuse_with_new_data(sessions: Any, name: str, record_property: Any) -> None:
     """The repeatable-executor path: same shapes, new buffers and values each call."""
     case = next(c for c in CASES if c.name == name)
     s = sessions["plans"]
@@ -77,6 +99,7 @@ def test_plan_reuse_with_new_data(sessions: Any, name: str) -> None:
         want = reference.upsample_nearest_exact3d_backward(g, case.output_size, case.input_size, *case.scale_args,
                                                            layout=case.layout)
         assert smoke.compare(got, want, case.dtype, window)[2]
+        _check_path(s, "plans", record_property)
 
 
 def test_repeat_is_bit_identical(sessions: Any) -> None:

@@ -86,7 +86,7 @@ def test_examples_run(tmp_path: Path, script: str) -> None:
 def test_help(tmp_path: Path) -> None:
     proc = run(["-m", "upsample3d_grad", "--help"], tmp_path)
     assert proc.returncode == 0
-    for command in ("doctor", "run", "smoke", "bench"):
+    for command in ("doctor", "run", "smoke", "bench", "compare"):
         assert command in proc.stdout
     proc = run(["-m", "upsample3d_grad"], tmp_path)
     assert proc.returncode == 2 and "usage" in proc.stdout

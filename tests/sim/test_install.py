@@ -1,4 +1,5 @@
-"""Installing without a C compiler still succeeds, and the simulator then explains itself."""
+"""Wheels: with a C compiler the wheel carries the simulator and is tagged for the platform; without one the
+build still succeeds, the wheel is pure, and the simulator then explains itself."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
-def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
+def _copy_sources(tmp_path: Path) -> Path:
     src = tmp_path / "src"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()
@@ -23,6 +23,31 @@ def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
             dest = src / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes((REPO / rel).read_bytes())
+    return src
+
+
+@pytest.mark.slow
+def test_wheel_with_the_simulator_is_a_platform_wheel(tmp_path: Path) -> None:
+    src = _copy_sources(tmp_path)
+    assert not (src / "acl_bindings" / "sim" / "lib64").exists()  # built by the wheel build itself
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
+                           str(src)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheel = next((tmp_path / "dist").glob("*.whl"))
+    assert wheel.name.startswith("upsample3d_grad-") and not wheel.name.endswith("-any.whl"), wheel.name
+    assert wheel.name.split("-")[2:4] == ["py3", "none"] and "linux" in wheel.name.split("-")[4], wheel.name
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        meta = zf.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
+    assert {"acl_bindings/sim/lib64/libascendcl.so", "acl_bindings/sim/lib64/libnnopbase.so",
+            "acl_bindings/sim/lib64/libopapi_cv.so"} <= set(names)
+    assert "Root-Is-Purelib: false" in meta
+    assert "upsample3d_grad/doctor_schema.json" in names and "upsample3d_grad/smoke_schema.json" in names
+
+
+@pytest.mark.slow
+def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
+    src = _copy_sources(tmp_path)
     empty = tmp_path / "empty-path"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "CC"}
@@ -31,6 +56,7 @@ def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
                            str(src)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     wheel = next((tmp_path / "dist").glob("*.whl"))
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name  # no binaries: a pure wheel
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         assert not [n for n in names if n.endswith(".so")]

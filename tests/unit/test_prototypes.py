@@ -1,12 +1,13 @@
-"""The prototype table against the documented C declarations (cann-abi.md §1, §2)."""
+"""The prototype table against the documented C declarations (``tests/data/cann_facts.json``, each with its
+public source: hicann/runtime ``acl_rt.h``, hicann/opbase ``acl_meta.h``, hicann/ops-cv op header)."""
 
 from __future__ import annotations
 
 import pytest
 
 from acl_bindings.prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, two_phase_prototypes
-from tests._cdecl import c_blocks, c_type_key, ctypes_key, parse_declarations
-from tests.conftest import SHARED
+from tests._cdecl import c_type_key, ctypes_key
+from tests._facts import declarations, facts
 
 REQUIRED = """aclInit aclFinalize aclGetRecentErrMsg aclrtSetDevice aclrtResetDevice aclrtGetDevice aclrtGetDeviceCount
 aclrtGetSocName aclrtCreateContext aclrtDestroyContext aclrtSetCurrentContext aclrtGetCurrentContext aclrtCreateStream
@@ -18,10 +19,14 @@ aclSetAclOpExecutorRepeatable aclDestroyAclOpExecutor aclSetInputTensorAddr aclS
 
 
 def _doc() -> dict[str, tuple[str, tuple[str, ...]]]:
-    path = SHARED / "cann-abi.md"
-    if not path.is_file():
-        pytest.skip(f"{path} is not present (it lies beside the checkout in this project's workplace and CI)")
-    return parse_declarations(c_blocks(path.read_text()))
+    return declarations()
+
+
+def test_every_documented_declaration_parses_and_names_its_source() -> None:
+    table = facts()["prototypes"]
+    assert set(_doc()) == set(table)
+    for name, entry in table.items():
+        assert entry["source"].startswith(("hicann/runtime ", "hicann/opbase ", "hicann/ops-cv ")), name
 
 
 def test_table_has_every_required_function() -> None:
@@ -42,10 +47,11 @@ def test_roles() -> None:
 @pytest.mark.parametrize("name", sorted(PROTOTYPES))
 def test_prototype_matches_documented_declaration(name: str) -> None:
     doc = _doc()
-    assert name in doc, f"{name} is not declared in cann-abi.md"
+    assert name in doc, f"{name} is not declared in tests/data/cann_facts.json"
     ret, args = doc[name]
     _, restype, argtypes = PROTOTYPES[name]
     if name == "aclsysGetCANNVersion":  # we pass a 512-byte buffer for aclCANNPackageVersion*
+        assert facts()["structs"]["aclCANNPackageVersion"]["size"] == 512
         assert args == ("int32", "ptr(struct aclCANNPackageVersion)")
         assert [ctypes_key(t) for t in argtypes] == ["int32", "void*"]
         return

@@ -112,7 +112,13 @@ typedef struct {                 /* aclCANNPackageVersion, 512 bytes (§1.1) */
 #define ACLNN_ERR_PARAM_NULLPTR 161001
 #define ACLNN_ERR_PARAM_INVALID 161002
 #define ACLNN_ERR_RUNTIME_ERROR 361001
+#define ACLNN_ERR_INNER 561000
 #define ACLNN_ERR_INNER_CREATE_EXECUTOR 561101
+#define ACLNN_ERR_INNER_NULLPTR 561103
+
+/* Simulator-only status, outside CANN's code families (1xxxxx-5xxxxx): where the hardware would read freed
+   memory or run on stale addresses silently, the simulator answers this (cann-abi.md §8.5, §8.6). */
+#define CANNSIM_ERR_STALE_HANDLE 990101
 
 /* ---------------------------------------------------------------- simulator object layouts */
 #define CANNSIM_MAX_DIMS 25      /* generous cap on tensor rank accepted by aclCreateTensor */
@@ -128,12 +134,14 @@ struct aclTensor {
     int64_t storage[CANNSIM_MAX_DIMS];
     int64_t offset;                      /* elements */
     void *data;                          /* not owned */
+    uint64_t serial;                     /* unique per created tensor (a freed address may be reused) */
 };
 
 struct aclIntArray {
     uint64_t magic;
     uint64_t len;
     int64_t *vals;
+    uint64_t serial;
 };
 
 #define CANNSIM_EXEC_MAX_IO 4
@@ -147,13 +155,41 @@ struct aclOpExecutor {
     int empty;                            /* nothing to launch */
     uint64_t workspace_size;
     int nin, nout;
-    aclTensor in[CANNSIM_EXEC_MAX_IO];    /* private copies of the phase-1 descriptors */
+    aclTensor in[CANNSIM_EXEC_MAX_IO];    /* a cache wrapper's copies of the phase-1 descriptors */
     aclTensor out[CANNSIM_EXEC_MAX_IO];
-    const aclTensor *in_handle[CANNSIM_EXEC_MAX_IO];   /* the user's handles (for Set*TensorAddr) */
+    /* the caller's objects, which the executor refers to until it is consumed or destroyed (§8.5) */
+    const aclTensor *in_handle[CANNSIM_EXEC_MAX_IO];
     const aclTensor *out_handle[CANNSIM_EXEC_MAX_IO];
+    const aclIntArray *arr_handle[CANNSIM_EXEC_MAX_IO];
+    uint64_t in_serial[CANNSIM_EXEC_MAX_IO], out_serial[CANNSIM_EXEC_MAX_IO], arr_serial[CANNSIM_EXEC_MAX_IO];
+    int narr;
+    char names[128];                      /* the operator's names for ins, outs and arrays, comma-separated */
     unsigned char opdata[CANNSIM_EXEC_OPDATA];          /* operator-private data */
     uint64_t runs;
+    int wrapper;                          /* an op-cache hit (§8.6): runs on the addresses phase 1 saw */
+    struct cannsim_cache_entry *cache_entry;  /* the op-cache entry its first run makes usable, or NULL */
 };
+
+/* The handles a phase 1 gives its executor: inputs, outputs and int arrays, with their names. */
+typedef struct {
+    const aclTensor *const *ins;
+    int nin;
+    const aclTensor *const *outs;
+    int nout;
+    const aclIntArray *const *arrays;
+    int narr;
+    const char *names; /* e.g. "gradOut,gradInput,outputSize,inputSize" */
+} cannsim_exec_io;
+
+/* An op-cache key (OPB common/utils/op_cache.cpp): the API name, then per tensor its view shape, strides,
+   storage shape, dtype, offset and format, per array its values, the scalars' bytes, and which arguments are
+   the same tensor.  Never the addresses. */
+#define CANNSIM_KEY_MAX 4096
+typedef struct {
+    unsigned char buf[CANNSIM_KEY_MAX];
+    size_t len;
+    int overflow;
+} cannsim_key;
 
 /* ---------------------------------------------------------------- internal API (runtime lib) */
 /* Error message of the calling thread (format it as "<function>: ..."); returns `code`. */
@@ -189,14 +225,25 @@ CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_tas
                                void (*destroy)(void *), void *arg, const void *const *refs, int nrefs);
 
 /* ---------------------------------------------------------------- internal API (libnnopbase) */
-/* Create and register an executor (copies the tensors); NULL with message on failure. */
-CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char *op,
-                                                   const aclTensor *const *ins, int nin,
-                                                   const aclTensor *const *outs, int nout,
+/* Create and register an executor referring to io's handles; NULL with message on failure. */
+CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char *op, const cannsim_exec_io *io,
                                                    uint64_t workspace_size, int empty,
                                                    const void *opdata, size_t opdata_size);
-/* Start a phase 2: checks the executor is live, belongs to `op` and is not busy; copies it into
-   *snap and marks it busy.  Returns 0 or 161001/161002 with a message. */
+/* Op-cache key building (call with the lock not held; t is a descriptor copy, label its argument's
+   first position, so that aliasing is part of the key; arrays go in as bytes). */
+CANNSIM_API void cannsim_key_init(cannsim_key *k, const char *op);
+CANNSIM_API void cannsim_key_tensor(cannsim_key *k, const aclTensor *t, int label);
+CANNSIM_API void cannsim_key_bytes(cannsim_key *k, const void *p, size_t n);
+/* Phase 1 through the op cache: a usable entry of this thread for k gives a cache wrapper over io (with the
+   entry's workspace size in *ws); NULL when there is none or the cache is off. */
+CANNSIM_API aclOpExecutor *cannsim_cache_lookup(const char *func, const char *op, const cannsim_key *k,
+                                                const cannsim_exec_io *io, uint64_t *ws);
+/* A new executor's pending entry (nnopbase adds it when phase 1 hands the executor over): its first
+   successful one-shot run makes it usable; a repeatable, failed, empty or never-run executor drops it. */
+CANNSIM_API void cannsim_cache_add(aclOpExecutor *e, const cannsim_key *k);
+/* Start a phase 2: checks the executor is live, belongs to `op` and is not busy, and that the handles it
+   refers to are still alive (else CANNSIM_ERR_STALE_HANDLE, consuming a single-use executor); copies it into
+   *snap with the tensors' current descriptors and marks it busy.  Returns 0 or an error with a message. */
 CANNSIM_API int cannsim_executor_begin(const char *func, const char *op, aclOpExecutor *e, aclOpExecutor *snap);
 /* End a phase 2 started with cannsim_executor_begin.  A non-repeatable executor is consumed by its
    phase 2 whether the run succeeded or not (ok only counts the run), so a caller never destroys it

@@ -8,6 +8,7 @@
 #include "cannsim.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #define ARRAY_MAGIC 0x494e544152ULL      /* "INTAR" */
 #define EXEC_MAGIC 0x45584543ULL         /* "EXEC" */
 #define MAX_ARRAY_LEN (1ULL << 24)
+
+static _Atomic uint64_t g_serial; /* tensors and arrays: a destroyed handle's address may be reused */
 
 #define ENTER(name)                            \
     do {                                       \
@@ -76,6 +79,7 @@ CANNSIM_API aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDim
     t->nstorage = (int64_t)storageDimsNum;
     t->offset = offset;
     t->data = tensorData;
+    t->serial = atomic_fetch_add(&g_serial, 1) + 1;
     if (viewDimsNum) memcpy(t->dims, viewDims, viewDimsNum * sizeof(int64_t));
     if (storageDimsNum) memcpy(t->storage, storageDims, storageDimsNum * sizeof(int64_t));
     if (stride) {
@@ -137,6 +141,7 @@ CANNSIM_API aclIntArray *aclCreateIntArray(const int64_t *value, uint64_t size) 
     a->magic = ARRAY_MAGIC;
     a->len = size;
     a->vals = v;
+    a->serial = atomic_fetch_add(&g_serial, 1) + 1;
     cannsim_lock();
     int rc = cannsim_handle_add("int_array", a);
     cannsim_unlock();
@@ -270,13 +275,216 @@ CANNSIM_API aclnnStatus aclnnFinalize(void) {
     return ACLNN_SUCCESS;
 }
 
+/* ====================================================================== the op cache (cann-abi.md §8.6) */
+/* nnopbase's op cache, as read in OPB: phase 1 (L2_DFX_PHASE_1, include/nnopbase/opdev/op_dfx.h) first builds a
+   key of the call (common/utils/op_cache.cpp, AddParamToBuf: API name, each tensor's view shape, strides,
+   storage shape, dtype, offset and format, arrays' values, scalars' bytes, the tensors' aliasing) and, on a
+   usable entry, returns a cache wrapper (OpExecCacheWrap, which copies the tensors' addresses) instead of an
+   executor.  A new executor's entry is added when phase 1 hands it over (UniqueExecutor::ReleaseTo -> AddCache)
+   and becomes usable when a one-shot executor that ran is deleted (~OpExecutorImpl: Finalize + SetUse);
+   Finalize without a launch, or a failed run, makes it invalid; aclSetAclOpExecutorRepeatable removes it
+   (OpExecutorImpl::SetRepeatable -> RemoveExecCache).  The manager is thread_local: each thread has its own
+   cache.  Its size limit is ACLNN_CACHE_LIMIT (default 10000); DISABLE_L2_CACHE turns it off (CheckCacheable).
+   The simulator also reads CANN_SIM_OP_CACHE=0 and cannsimSetOpCache(). */
+#define CACHE_BUCKETS 4096
+#define CACHE_DEFAULT_LIMIT 10000
+#define CACHE_SHRINK 30 /* K_CACHE_SHRINK_NUM */
+
+struct cannsim_cache_entry {
+    struct cannsim_cache_entry *next_in_bucket, *older, *newer;
+    uint64_t hash, thread;
+    int usable, linked, held; /* held: a pending executor still points at it */
+    uint64_t workspace_size;
+    unsigned char opdata[CANNSIM_EXEC_OPDATA];
+    size_t len;
+    unsigned char key[];
+};
+
+static struct cannsim_cache_entry *g_buckets[CACHE_BUCKETS];
+static struct cannsim_cache_entry *g_oldest, *g_newest;
+static size_t g_cache_count;
+static _Atomic int g_cache_on = -1; /* -1: not read from the environment yet */
+static _Atomic uint64_t g_threads;
+static __thread uint64_t t_thread; /* this thread's cache (never reused by a later thread) */
+
+static int cache_on(void) {
+    int on = atomic_load(&g_cache_on);
+    if (on < 0) {
+        const char *sim = getenv("CANN_SIM_OP_CACHE");
+        on = !(getenv("DISABLE_L2_CACHE") || (sim && strcmp(sim, "0") == 0));
+        atomic_store(&g_cache_on, on);
+    }
+    return on;
+}
+
+static size_t cache_limit(void) {
+    static size_t limit;
+    if (!limit) {
+        const char *v = getenv("ACLNN_CACHE_LIMIT");
+        char *end = NULL;
+        unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+        limit = (v && *v && end && !*end && n > 0) ? (size_t)(n < 10000000ULL ? n : 10000000ULL)
+                                                    : CACHE_DEFAULT_LIMIT;
+    }
+    return limit;
+}
+
+/* Turn the op cache on or off (CANN_SIM_OP_CACHE=0 / DISABLE_L2_CACHE at start); returns the previous setting. */
+CANNSIM_API int cannsimSetOpCache(int on) {
+    int prev = cache_on();
+    atomic_store(&g_cache_on, on ? 1 : 0);
+    return prev;
+}
+
+/* Whether aclSetAclOpExecutorRepeatable accepts this operator's executors.  nnopbase refuses (ACLNN_ERR_INNER)
+   an executor one of whose kernel launchers is not repeatable (OPB composite_op/aclnn_engine/op_executor.cpp,
+   SetRepeatable -> CheckRepeatable); whether this operator's are is not confirmed by public sources
+   (cann-abi.md §0), so CANN_SIM_REPEATABLE=0 or cannsimSetRepeatable(0) models a release that refuses. */
+static _Atomic int g_repeatable = -1;
+
+static int repeatable_on(void) {
+    int on = atomic_load(&g_repeatable);
+    if (on < 0) {
+        const char *v = getenv("CANN_SIM_REPEATABLE");
+        on = !(v && strcmp(v, "0") == 0);
+        atomic_store(&g_repeatable, on);
+    }
+    return on;
+}
+
+CANNSIM_API int cannsimSetRepeatable(int on) {
+    int prev = repeatable_on();
+    atomic_store(&g_repeatable, on ? 1 : 0);
+    return prev;
+}
+
+/* Entries in the cache (all threads), for tests. */
+CANNSIM_API int64_t cannsimOpCacheEntries(void) {
+    cannsim_lock();
+    int64_t n = (int64_t)g_cache_count;
+    cannsim_unlock();
+    return n;
+}
+
+static uint64_t this_thread(void) {
+    if (!t_thread) t_thread = atomic_fetch_add(&g_threads, 1) + 1;
+    return t_thread;
+}
+
+CANNSIM_API void cannsim_key_init(cannsim_key *k, const char *op) {
+    k->len = 0;
+    k->overflow = 0;
+    cannsim_key_bytes(k, op, strlen(op) + 1);
+}
+
+CANNSIM_API void cannsim_key_bytes(cannsim_key *k, const void *p, size_t n) {
+    if (k->overflow || n > CANNSIM_KEY_MAX - k->len) {
+        k->overflow = 1; /* nnopbase: K_INVALID_HASH_OFFSET, the call is not cached */
+        return;
+    }
+    memcpy(k->buf + k->len, p, n);
+    k->len += n;
+}
+
+CANNSIM_API void cannsim_key_tensor(cannsim_key *k, const aclTensor *t, int label) {
+    const char sep = ',';
+    if (!t) {
+        cannsim_key_bytes(k, &sep, 1);
+        return;
+    }
+    cannsim_key_bytes(k, t->dims, (size_t)t->ndim * sizeof(int64_t));
+    cannsim_key_bytes(k, &sep, 1);
+    cannsim_key_bytes(k, t->strides, (size_t)t->ndim * sizeof(int64_t));
+    cannsim_key_bytes(k, &sep, 1);
+    cannsim_key_bytes(k, t->storage, (size_t)t->nstorage * sizeof(int64_t));
+    cannsim_key_bytes(k, &sep, 1);
+    cannsim_key_bytes(k, &t->dtype, sizeof t->dtype);
+    cannsim_key_bytes(k, &t->offset, sizeof t->offset);
+    cannsim_key_bytes(k, &t->format, sizeof t->format);
+    cannsim_key_bytes(k, &label, sizeof label);
+}
+
+static uint64_t key_hash(const cannsim_key *k, uint64_t thread) {
+    uint64_t h = 1469598103934665603ULL ^ thread;
+    for (size_t i = 0; i < k->len; i++) h = (h ^ k->buf[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Lock held. */
+static void entry_unlink(struct cannsim_cache_entry *c) {
+    if (!c->linked) return;
+    struct cannsim_cache_entry **pp = &g_buckets[c->hash % CACHE_BUCKETS];
+    while (*pp && *pp != c) pp = &(*pp)->next_in_bucket;
+    if (*pp) *pp = c->next_in_bucket;
+    if (c->older) c->older->newer = c->newer;
+    else g_oldest = c->newer;
+    if (c->newer) c->newer->older = c->older;
+    else g_newest = c->older;
+    c->linked = 0;
+    g_cache_count--;
+}
+
+/* Lock held: unlink c and free it unless a pending executor still points at it. */
+static void entry_drop(struct cannsim_cache_entry *c) {
+    entry_unlink(c);
+    if (!c->held) free(c);
+}
+
+/* Lock held: the executor lets go of its pending entry; usable says whether its run made it usable. */
+static void entry_release(aclOpExecutor *e, int usable) {
+    struct cannsim_cache_entry *c = e->cache_entry;
+    if (!c) return;
+    e->cache_entry = NULL;
+    c->held = 0;
+    if (usable && c->linked) c->usable = 1;
+    else entry_drop(c);
+}
+
+static struct cannsim_cache_entry *entry_find(const cannsim_key *k, uint64_t thread, uint64_t h) {
+    for (struct cannsim_cache_entry *c = g_buckets[h % CACHE_BUCKETS]; c; c = c->next_in_bucket)
+        if (c->hash == h && c->thread == thread && c->len == k->len && memcmp(c->key, k->buf, k->len) == 0) return c;
+    return NULL;
+}
+
+CANNSIM_API void cannsim_cache_add(aclOpExecutor *e, const cannsim_key *k) {
+    if (!e || k->overflow || !cache_on()) return;
+    uint64_t thread = this_thread(), h = key_hash(k, thread);
+    struct cannsim_cache_entry *c = calloc(1, sizeof *c + k->len);
+    if (!c) return; /* not cached: nothing else changes */
+    cannsim_lock();
+    if (entry_find(k, thread, h) || !cannsim_handle_live("executor", e)) { /* AddOpExecCache keeps the first */
+        cannsim_unlock();
+        free(c);
+        return;
+    }
+    while (g_cache_count >= cache_limit() && g_oldest) { /* ShrinkCache: the oldest go first */
+        for (int i = 0; i < CACHE_SHRINK && g_oldest; i++) entry_drop(g_oldest);
+    }
+    c->hash = h;
+    c->thread = thread;
+    c->workspace_size = e->workspace_size;
+    memcpy(c->opdata, e->opdata, sizeof c->opdata);
+    c->len = k->len;
+    memcpy(c->key, k->buf, k->len);
+    c->next_in_bucket = g_buckets[h % CACHE_BUCKETS];
+    g_buckets[h % CACHE_BUCKETS] = c;
+    c->older = g_newest;
+    if (g_newest) g_newest->newer = c;
+    else g_oldest = c;
+    g_newest = c;
+    c->linked = 1;
+    c->held = 1;
+    g_cache_count++;
+    e->cache_entry = c;
+    cannsim_unlock();
+}
+
 /* ====================================================================== executors */
-CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char *op, const aclTensor *const *ins,
-                                                   int nin, const aclTensor *const *outs, int nout,
-                                                   uint64_t workspace_size, int empty, const void *opdata,
-                                                   size_t opdata_size) {
-    if (nin > CANNSIM_EXEC_MAX_IO || nout > CANNSIM_EXEC_MAX_IO || opdata_size > CANNSIM_EXEC_OPDATA || nin < 0 ||
-        nout < 0) {
+static aclOpExecutor *executor_new(const char *func, const char *op, const cannsim_exec_io *io,
+                                   uint64_t workspace_size, int empty, const void *opdata, size_t opdata_size,
+                                   int wrapper) {
+    if (io->nin > CANNSIM_EXEC_MAX_IO || io->nout > CANNSIM_EXEC_MAX_IO || io->narr > CANNSIM_EXEC_MAX_IO ||
+        opdata_size > CANNSIM_EXEC_OPDATA || io->nin < 0 || io->nout < 0 || io->narr < 0) {
         cannsim_fail(ACLNN_ERR_INNER_CREATE_EXECUTOR, "%s: internal error creating the executor", func);
         return NULL;
     }
@@ -287,18 +495,31 @@ CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char 
     }
     e->magic = EXEC_MAGIC;
     snprintf(e->op, sizeof e->op, "%s", op);
+    snprintf(e->names, sizeof e->names, "%s", io->names ? io->names : "");
     e->workspace_size = workspace_size;
     e->empty = empty;
-    e->nin = nin;
-    e->nout = nout;
+    e->wrapper = wrapper;
+    e->nin = io->nin;
+    e->nout = io->nout;
+    e->narr = io->narr;
     cannsim_lock();
-    for (int i = 0; i < nin; i++) {
-        e->in_handle[i] = ins[i];
-        if (ins[i] && cannsim_handle_live("tensor", ins[i])) e->in[i] = *ins[i];
+    for (int i = 0; i < io->nin; i++) {
+        e->in_handle[i] = io->ins[i];
+        if (io->ins[i] && cannsim_handle_live("tensor", io->ins[i])) {
+            e->in_serial[i] = io->ins[i]->serial;
+            e->in[i] = *io->ins[i];
+        }
     }
-    for (int i = 0; i < nout; i++) {
-        e->out_handle[i] = outs[i];
-        if (outs[i] && cannsim_handle_live("tensor", outs[i])) e->out[i] = *outs[i];
+    for (int i = 0; i < io->nout; i++) {
+        e->out_handle[i] = io->outs[i];
+        if (io->outs[i] && cannsim_handle_live("tensor", io->outs[i])) {
+            e->out_serial[i] = io->outs[i]->serial;
+            e->out[i] = *io->outs[i];
+        }
+    }
+    for (int i = 0; i < io->narr; i++) {
+        e->arr_handle[i] = io->arrays[i];
+        if (io->arrays[i] && cannsim_handle_live("int_array", io->arrays[i])) e->arr_serial[i] = io->arrays[i]->serial;
     }
     if (opdata_size) memcpy(e->opdata, opdata, opdata_size);
     int rc = cannsim_handle_add("executor", e);
@@ -309,6 +530,87 @@ CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char 
         return NULL;
     }
     return e;
+}
+
+CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char *op, const cannsim_exec_io *io,
+                                                   uint64_t workspace_size, int empty, const void *opdata,
+                                                   size_t opdata_size) {
+    return executor_new(func, op, io, workspace_size, empty, opdata, opdata_size, 0);
+}
+
+CANNSIM_API aclOpExecutor *cannsim_cache_lookup(const char *func, const char *op, const cannsim_key *k,
+                                                const cannsim_exec_io *io, uint64_t *ws) {
+    if (k->overflow || !cache_on()) return NULL;
+    uint64_t thread = this_thread(), h = key_hash(k, thread);
+    unsigned char opdata[CANNSIM_EXEC_OPDATA];
+    uint64_t size = 0;
+    cannsim_lock();
+    struct cannsim_cache_entry *c = entry_find(k, thread, h);
+    int hit = c && c->usable;
+    if (hit) {
+        size = c->workspace_size;
+        memcpy(opdata, c->opdata, sizeof opdata);
+    }
+    cannsim_unlock();
+    if (!hit) return NULL;
+    aclOpExecutor *e = executor_new(func, op, io, size, 0, opdata, sizeof opdata, 1);
+    if (e) *ws = size;
+    return e;
+}
+
+/* The name of the n-th handle in e->names (ins, then outs, then arrays). */
+static void handle_name(const aclOpExecutor *e, int n, char *out, size_t len) {
+    const char *p = e->names;
+    for (int i = 0; i < n && p; i++) {
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    size_t m = p ? strcspn(p, ",") : 0;
+    if (!m) snprintf(out, len, "argument %d", n);
+    else snprintf(out, len, "%.*s", (int)m, p);
+}
+
+/* Lock held.  0, or CANNSIM_ERR_STALE_HANDLE with a message when a handle the executor refers to is gone (or
+   a cache wrapper's tensor was pointed elsewhere, which the wrapper would silently ignore). */
+static int check_handles(const char *func, const aclOpExecutor *e) {
+    char name[64];
+    for (int i = 0; i < e->nin + e->nout; i++) {
+        int out = i >= e->nin;
+        int j = out ? i - e->nin : i;
+        const aclTensor *t = out ? e->out_handle[j] : e->in_handle[j];
+        uint64_t serial = out ? e->out_serial[j] : e->in_serial[j];
+        if (!t) continue;
+        if (!cannsim_handle_live("tensor", t) || t->serial != serial) {
+            handle_name(e, i, name, sizeof name);
+            return cannsim_fail(CANNSIM_ERR_STALE_HANDLE,
+                                "%s: %s (aclTensor %p) was destroyed after phase 1 and before the executor ran: "
+                                "the executor refers to the caller's aclTensor, which must stay alive until the "
+                                "executor is consumed or destroyed (a use after free on the device; "
+                                "simulator-only code)",
+                                func, name, (const void *)t);
+        }
+        const aclTensor *seen = out ? &e->out[j] : &e->in[j];
+        if (e->wrapper && t->data != seen->data) {
+            handle_name(e, i, name, sizeof name);
+            return cannsim_fail(CANNSIM_ERR_STALE_HANDLE,
+                                "%s: %s (aclTensor %p) now points at %p, but this executor is an op-cache wrapper, "
+                                "which runs on the address phase 1 saw (%p) and ignores the change (silent on the "
+                                "device; simulator-only code)",
+                                func, name, (const void *)t, t->data, seen->data);
+        }
+    }
+    for (int i = 0; i < e->narr; i++) {
+        const aclIntArray *a = e->arr_handle[i];
+        if (a && (!cannsim_handle_live("int_array", a) || a->serial != e->arr_serial[i])) {
+            handle_name(e, e->nin + e->nout + i, name, sizeof name);
+            return cannsim_fail(CANNSIM_ERR_STALE_HANDLE,
+                                "%s: %s (aclIntArray %p) was destroyed after phase 1 and before the executor ran: "
+                                "the executor refers to the caller's aclIntArray, which must stay alive until "
+                                "the executor is consumed or destroyed (simulator-only code)",
+                                func, name, (const void *)a);
+        }
+    }
+    return 0;
 }
 
 static int gone(const char *func, const void *e) {
@@ -337,7 +639,24 @@ CANNSIM_API int cannsim_executor_begin(const char *func, const char *op, aclOpEx
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID,
                             "%s: executor %p is being run by another thread at the same time", func, (void *)e);
     }
+    int rc = check_handles(func, e);
+    if (rc) { /* phase 2 fails: a single-use executor (or wrapper) is consumed all the same */
+        int release = !e->repeatable;
+        if (release) {
+            entry_release(e, 0);
+            cannsim_handle_remove("executor", e);
+        }
+        cannsim_unlock();
+        if (release) free(e);
+        return rc;
+    }
     *snap = *e;
+    if (!e->wrapper) { /* a real executor reads the caller's tensors as they are now */
+        for (int i = 0; i < e->nin; i++)
+            if (e->in_handle[i]) snap->in[i] = *e->in_handle[i];
+        for (int i = 0; i < e->nout; i++)
+            if (e->out_handle[i]) snap->out[i] = *e->out_handle[i];
+    }
     e->busy = 1;
     cannsim_unlock();
     return 0;
@@ -350,6 +669,7 @@ CANNSIM_API void cannsim_executor_finish(aclOpExecutor *e, int ok) {
         e->busy = 0;
         if (ok) e->runs++;
         if (!e->repeatable) {
+            entry_release(e, ok && !e->empty); /* a one-shot run that launched makes its entry usable */
             cannsim_handle_remove("executor", e);
             release = 1;
         }
@@ -363,6 +683,7 @@ CANNSIM_API void cannsim_executor_consume(aclOpExecutor *e) {
     if (!e) return;
     cannsim_lock();
     if (cannsim_handle_live("executor", e) && !e->busy && !e->repeatable) {
+        entry_release(e, 0);
         cannsim_handle_remove("executor", e);
         release = 1;
     }
@@ -375,9 +696,25 @@ CANNSIM_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor) {
     if (!executor) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is NULL");
     cannsim_lock();
     int live = cannsim_handle_live("executor", executor);
-    if (live) executor->repeatable = 1;
+    int wrapper = live && executor->wrapper;
+    int refuse = live && !wrapper && !repeatable_on();
+    if (live && !wrapper && !refuse) {
+        executor->repeatable = 1;
+        entry_release(executor, 0); /* SetRepeatable -> RemoveExecCache */
+    }
     cannsim_unlock();
     if (!live) return gone("aclSetAclOpExecutorRepeatable", executor);
+    if (wrapper) /* OPB acl_op_api.cpp: neither executor magic number -> ACLNN_ERR_INNER */
+        return cannsim_fail(ACLNN_ERR_INNER,
+                            "aclSetAclOpExecutorRepeatable: %p is an op-cache wrapper (phase 1 was answered from "
+                            "nnopbase's op cache after an earlier one-shot call of the same shape), not an "
+                            "executor: it cannot be made repeatable; run it once, or destroy it",
+                            (void *)executor);
+    if (refuse)
+        return cannsim_fail(ACLNN_ERR_INNER,
+                            "aclSetAclOpExecutorRepeatable: executor %p cannot be made repeatable (a kernel "
+                            "launcher of its operator is not repeatable; CANN_SIM_REPEATABLE=0 models this)",
+                            (void *)executor);
     return ACLNN_SUCCESS;
 }
 
@@ -394,6 +731,7 @@ CANNSIM_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor) {
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID,
                             "aclDestroyAclOpExecutor: executor %p is being run by another thread", (void *)executor);
     }
+    entry_release(executor, 0); /* deleted without a run: Finalize finds no launch, the entry is invalid */
     cannsim_handle_remove("executor", executor);
     cannsim_unlock();
     free(executor);
@@ -429,9 +767,13 @@ static aclnnStatus set_addr(const char *func, aclOpExecutor *e, size_t index, ac
                             out ? "output" : "input", index, (const void *)bound);
     }
     tensor->data = addr;
-    if (out) e->out[index].data = addr;
-    else e->in[index].data = addr;
+    int wrapper = e->wrapper;
     cannsim_unlock();
+    if (wrapper) /* nnopbase sets the tensor's address and returns OK; the wrapper keeps the old one */
+        return cannsim_fail(CANNSIM_ERR_STALE_HANDLE,
+                            "%s: executor %p is an op-cache wrapper, which runs on the addresses phase 1 saw: the "
+                            "new address would be ignored (silent on the device; simulator-only code)",
+                            func, (void *)e);
     return ACLNN_SUCCESS;
 }
 

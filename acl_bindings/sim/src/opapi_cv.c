@@ -70,6 +70,62 @@ static int view_bytes(const aclTensor *t, int itemsize, const char **lo, uint64_
     return 0;
 }
 
+/* nnopbase's IsContiguous (OPB src/nnopbase/composite_op/utils/tensor_view_utils.cpp): a tensor with 0 or 1
+   elements is contiguous; otherwise the strides of the dims longer than 1 must be the row-major ones. */
+static int view_is_contiguous(const aclTensor *t) {
+    int64_t numel = 1;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        if (t->dims[i] == 0) return 1;
+        if (__builtin_mul_overflow(numel, t->dims[i], &numel)) numel = INT64_MAX;
+    }
+    if (numel <= 1) return 1;
+    int64_t want = 1;
+    for (int64_t i = t->ndim - 1; i >= 0; i--) {
+        if (t->dims[i] == 1) continue;
+        if (t->strides[i] != want) return 0;
+        if (__builtin_mul_overflow(want, t->dims[i], &want)) return 0;
+    }
+    return 1;
+}
+
+/* nnopbase's Validate (same file), which l0op::Contiguous (gradOut) and the ViewCopy back to a non-contiguous
+   gradInput depend on: in elements, max = offset + sum(max(0, stride*(dim-1))) and min = offset +
+   sum(min(0, stride*(dim-1))) need max + 1 <= product(storageDims) and min >= 0 (cann-abi.md §8.1).  A failure
+   there makes phase 1 return ACLNN_ERR_INNER_NULLPTR (OCV aclnn_upsample_nearest_exact3d_backward.cpp,
+   CHECK_RET after Contiguous / ViewCopy).  Returns 0, or 561103 with a message naming the tensor. */
+static int check_view_in_storage(const char *func, const char *name, const aclTensor *t) {
+    if (view_is_contiguous(t)) return 0;
+    int64_t mx = t->offset, mn = t->offset, storage = 1;
+    int overflow = 0;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        int64_t span;
+        if (__builtin_mul_overflow(t->strides[i], t->dims[i] - 1, &span) ||
+            (span > 0 ? __builtin_add_overflow(mx, span, &mx) : __builtin_add_overflow(mn, span, &mn)))
+            overflow = 1;
+    }
+    for (int64_t i = 0; i < t->nstorage; i++)
+        if (__builtin_mul_overflow(storage, t->storage[i], &storage)) storage = INT64_MAX;
+    if (!overflow && mx < storage && mn >= 0) return 0;
+    char dims[400] = "", strides[400] = "", sdims[400] = "";
+    size_t a = 0, b = 0, c = 0;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        if (a < sizeof dims) a += (size_t)snprintf(dims + a, sizeof dims - a, "%s%" PRId64, i ? "," : "", t->dims[i]);
+        if (b < sizeof strides)
+            b += (size_t)snprintf(strides + b, sizeof strides - b, "%s%" PRId64, i ? "," : "", t->strides[i]);
+    }
+    for (int64_t i = 0; i < t->nstorage; i++)
+        if (c < sizeof sdims)
+            c += (size_t)snprintf(sdims + c, sizeof sdims - c, "%s%" PRId64, i ? "," : "", t->storage[i]);
+    char reach[96];
+    if (overflow) snprintf(reach, sizeof reach, "reaches past 64-bit element offsets");
+    else snprintf(reach, sizeof reach, "reaches elements %" PRId64 " to %" PRId64, mn, mx);
+    return cannsim_fail(ACLNN_ERR_INNER_NULLPTR,
+                        "%s: %s (view [%s], strides [%s], offset %" PRId64 ") %s but its storage [%s] holds %" PRId64
+                        " elements: a non-contiguous view must lie inside its declared storage (nnopbase "
+                        "Validate; declare the whole buffer's element count as the storage)",
+                        func, name, dims, strides, t->offset, reach, sdims, storage);
+}
+
 /* Check that a tensor's data lies in live device memory (lock held).  Returns 0 or 161002. */
 static int check_tensor_memory(const char *func, const char *name, const aclTensor *t, const char **lo,
                                uint64_t *bytes) {
@@ -210,6 +266,18 @@ static void fill_array(const aclIntArray *a, us3d_array_meta *m) {
     for (uint64_t i = 0; i < a->len && i < 8; i++) m->vals[i] = a->vals[i];
 }
 
+/* An array's values in the op-cache key, from the copy made under the lock (arrays longer than the copy fail
+   phase 1's length checks, so they never reach a usable entry). */
+static void key_array(cannsim_key *k, const us3d_array_meta *m) {
+    const char sep = ',';
+    if (m) {
+        uint64_t n = m->len < 8 ? (uint64_t)m->len : 8;
+        cannsim_key_bytes(k, m->vals, n * sizeof(int64_t));
+        cannsim_key_bytes(k, &m->len, sizeof m->len);
+    }
+    cannsim_key_bytes(k, &sep, 1);
+}
+
 CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     const aclTensor *gradOut, const aclIntArray *outputSize, const aclIntArray *inputSize, double scalesD,
     double scalesH, double scalesW, aclTensor *gradInput, uint64_t *workspaceSize, aclOpExecutor **executor) {
@@ -244,13 +312,39 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
                             bad[0] == 'g' ? "aclTensor" : "aclIntArray",
                             bad[0] == 'g' ? "aclCreateTensor" : "aclCreateIntArray");
 
+    const aclTensor *ins[1] = {gradOut};
+    const aclTensor *outs[1] = {gradInput};
+    const aclIntArray *arrays[2] = {outputSize, inputSize};
+    cannsim_exec_io io = {ins, 1, outs, 1, arrays, 2, "gradOut,gradInput,outputSize,inputSize"};
+
+    /* L2_DFX_PHASE_1: the op cache answers before any check (cann-abi.md §8.6) */
+    cannsim_key key;
+    cannsim_key_init(&key, P1);
+    cannsim_key_tensor(&key, gradOut ? &go : NULL, 0);
+    key_array(&key, outputSize ? &mos : NULL);
+    key_array(&key, inputSize ? &mis : NULL);
+    cannsim_key_bytes(&key, &scalesD, sizeof scalesD);
+    cannsim_key_bytes(&key, &scalesH, sizeof scalesH);
+    cannsim_key_bytes(&key, &scalesW, sizeof scalesW);
+    cannsim_key_tensor(&key, gradInput ? &gi : NULL, gradInput && gradInput == gradOut ? 0 : 1);
+    uint64_t cached_ws = 0;
+    aclOpExecutor *hit = cannsim_cache_lookup(P1, OP, &key, &io, &cached_ws);
+    if (hit) {
+        /* (stricter than the device: the addresses must still lie in live device memory) */
+        if ((rc = check_memory(P1, &go, &gi, NULL, 0, NULL))) {
+            cannsim_executor_consume(hit); /* discarded; the message stays */
+            return rc;
+        }
+        *workspaceSize = cached_ws;
+        *executor = hit;
+        return ACLNN_SUCCESS;
+    }
+
     char msg[600];
     msg[0] = 0;
     rc = us3d_check(&mgo, &mos, &mis, scalesD, scalesH, scalesW, &mgi, 0, msg, sizeof msg);
     if (rc) return cannsim_fail(rc, "%s: %s", P1, msg[0] ? msg : "invalid arguments");
 
-    const aclTensor *ins[1] = {gradOut};
-    const aclTensor *outs[1] = {gradInput};
     int64_t go_size[5], go_stride[5], gi_size[5], gi_stride[5];
     ncdhw(&go, go_size, go_stride);
     ncdhw(&gi, gi_size, gi_stride);
@@ -259,13 +353,17 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     od.dtype = go.dtype;
 
     if (go_size[0] == 0 || go_size[1] == 0) { /* empty gradOut (§5.1 step 4): nothing to launch */
-        aclOpExecutor *e = cannsim_executor_create(P1, OP, ins, 1, outs, 1, 0, 1, &od, sizeof od);
+        aclOpExecutor *e = cannsim_executor_create(P1, OP, &io, 0, 1, &od, sizeof od);
         if (!e) return ACLNN_ERR_INNER_CREATE_EXECUTOR;
+        cannsim_cache_add(e, &key);
         *workspaceSize = 0;
         *executor = e;
         return ACLNN_SUCCESS;
     }
 
+    /* l0op::Contiguous(gradOut) comes right after the empty-tensor return; ViewCopy into gradInput last */
+    if ((rc = check_view_in_storage(P1, "gradOut", &go))) return rc;
+    if ((rc = check_view_in_storage(P1, "gradInput", &gi))) return rc;
     if ((rc = check_memory(P1, &go, &gi, NULL, 0, NULL))) return rc;
 
     int64_t out3[3] = {go_size[2], go_size[3], go_size[4]};
@@ -275,8 +373,9 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     if (ws == UINT64_MAX)
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: the workspace for these sizes does not fit in 64 bits", P1);
 
-    aclOpExecutor *e = cannsim_executor_create(P1, OP, ins, 1, outs, 1, ws, 0, &od, sizeof od);
+    aclOpExecutor *e = cannsim_executor_create(P1, OP, &io, ws, 0, &od, sizeof od);
     if (!e) return ACLNN_ERR_INNER_CREATE_EXECUTOR;
+    cannsim_cache_add(e, &key);
     *workspaceSize = ws;
     *executor = e;
     return ACLNN_SUCCESS;

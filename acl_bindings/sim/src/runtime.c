@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1981,9 +1982,21 @@ static void write_report(void) {
             nanosleep(&st, NULL);
         }
     }
+    /* A device, FIFO or link at the path is written into, never replaced; a regular file is replaced
+     * atomically from a temporary file created exclusively (mkstemp) beside it. */
+    struct stat st;
+    int direct = lstat(path, &st) == 0 && !S_ISREG(st.st_mode);
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
+    FILE *f = NULL;
+    if (direct) {
+        f = fopen(path, "w");
+    } else if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) < sizeof tmp) {
+        int fd = mkstemp(tmp);
+        if (fd >= 0 && (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "w")))) {
+            close(fd);
+            unlink(tmp);
+        }
+    }
     if (f) {
         fprintf(f, "{\n  \"simulator\": \"%s\",\n  \"pid\": %d,\n", CANNSIM_VERSION_TEXT, (int)getpid());
         fprintf(f, "  \"aclInit\": %" PRIu64 ",\n  \"aclFinalize\": %" PRIu64 ",\n", g_calls[name_index("aclInit")],
@@ -2003,8 +2016,9 @@ static void write_report(void) {
         for (size_t i = 0; i < N_NAMES; i++)
             fprintf(f, "%s\n    \"%s\": %" PRIu64, i ? "," : "", k_names[i], g_calls[i]);
         fprintf(f, "\n  }\n}\n");
-        if (fclose(f) == 0) rename(tmp, path);
-        else unlink(tmp);
+        int closed = fclose(f) == 0;
+        if (!direct && closed) rename(tmp, path);
+        else if (!direct) unlink(tmp);
     }
     if (locked) pthread_mutex_unlock(&g_mu);
 }

@@ -1,0 +1,100 @@
+"""Writing a JSON report to ``--json PATH`` as command-line tools do.
+
+* ``-`` is standard output.
+* :func:`check_target` is called before the work starts: an empty path, a missing or
+  unwritable folder, or a folder at the path are usage errors found at once, not
+  after a full smoke matrix.
+* A regular file (or a new one) is replaced atomically: the report is written to a
+  temporary file created exclusively beside it (``mkstemp``, so no planted file or
+  link is followed) and moved over it with ``os.replace``; it keeps the old file's
+  mode (a new one gets ``0o666`` less the umask).
+* Anything else at the path (a device such as ``/dev/null``, a FIFO, a symbolic
+  link) is written into, never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import tempfile
+from typing import Any, TextIO
+
+__all__ = ["STDOUT", "check_target", "write_json", "dumps"]
+
+#: The ``--json`` value that means standard output.
+STDOUT = "-"
+
+
+def check_target(path: str) -> str | None:
+    """Why *path* cannot take a report (one line), or None when it can."""
+    if path == "":
+        return "--json: the path is empty (give a file name, or - for standard output)"
+    if path == STDOUT:
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        return f"--json: cannot use {path!r}: {exc.strerror or exc}"
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return f"--json: {path!r} is a folder, not a file"
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return None if os.access(path, os.W_OK) else f"--json: {path!r} is not writable"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"--json: the folder {folder!r} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--json: the folder {folder!r} is not writable"
+    return None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def dumps(data: Any) -> str:
+    """The report's text: indented, strict JSON (no NaN), one trailing newline."""
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
+def write_json(path: str, data: Any, stdout: TextIO | None = None) -> None:
+    """Write *data* to *path* (see the module docstring); ``-`` writes to *stdout* (default ``sys.stdout``).
+
+    Raises
+    ------
+    OSError
+        If the report cannot be written (nothing at *path* is damaged then).
+    """
+    text = dumps(data)
+    if path == STDOUT:
+        out = stdout if stdout is not None else sys.stdout
+        out.write(text)
+        out.flush()
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "w", encoding="utf-8") as fh:  # a device, FIFO or link: write into it
+            fh.write(text)
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

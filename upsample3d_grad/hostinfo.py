@@ -1,0 +1,142 @@
+"""Facts about the machine that need no CANN library: host name, time, versions, driver version.
+
+A fleet report (``doctor --json``, ``smoke --json``) starts from :func:`host_facts`, so
+even a machine where no library loads gets a report that says who it is and why it failed.
+
+Where the driver version is read (public facts):
+
+* ``/etc/ascend_install.info`` names the driver's install folder in its
+  ``Driver_Install_Path_Param=`` line; ``/usr/local/Ascend`` is the default.  torch_npu
+  reads the driver version from this file and ``<that folder>/driver/version.info``
+  (Ascend/op-plugin ``docs/zh/custom_APIs/torch_npu-utils/torch_npu-utils-get_cann_version.md``,
+  "约束说明" 1).
+* ``driver/version.info`` holds ``key=value`` lines, the first being ``Version=`` (for
+  example ``Version=24.1.rc1``; Ascend/mind-cluster ``docs/zh/faultdiag/user_guide.md``,
+  "Query the driver version").
+
+Where no runtime library answers the CANN version query, the toolkit's install record
+``<arch>-linux/ascend_toolkit_install.info`` (a ``version=`` line, e.g. ``version=8.5.0``;
+same mind-cluster guide, "Query the CANN version") under ``$ASCEND_HOME_PATH`` or
+``$ASCEND_TOOLKIT_HOME`` is read instead (:func:`toolkit_version`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import glob
+import os
+import platform
+import shlex
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["INSTALL_INFO", "DEFAULT_DRIVER_ROOT", "utc_now", "hostname", "read_key_values", "driver_version",
+           "toolkit_version", "host_facts", "command_line"]
+
+#: The driver installer's record of where it installed the driver.
+INSTALL_INFO = "/etc/ascend_install.info"
+#: The driver's default install folder (used when :data:`INSTALL_INFO` names none).
+DEFAULT_DRIVER_ROOT = "/usr/local/Ascend"
+
+
+def utc_now() -> str:
+    """The current time, UTC, ISO 8601 with seconds (``2026-12-01T08:39:39Z``)."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def hostname() -> str:
+    """This machine's host name (``socket.gethostname``), or ``"unknown"``."""
+    try:
+        return socket.gethostname() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def read_key_values(path: str) -> dict[str, str]:
+    """The ``key=value`` lines of a small text file (other lines are ignored).
+
+    Raises
+    ------
+    OSError
+        If the file cannot be read.
+    """
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh.read(65536).splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip():
+                out.setdefault(key.strip(), value.strip().strip('"'))
+    return out
+
+
+def driver_version(install_info: str = INSTALL_INFO, default_root: str = DEFAULT_DRIVER_ROOT) -> dict[str, str]:
+    """The NPU driver's version, read from its ``version.info`` (see the module docstring).
+
+    Returns
+    -------
+    dict
+        ``{"version": ..., "source": ...}``: the version and the file it was read from, or
+        ``"unknown"`` and a ``source`` that says why (no such file, no ``Version=`` line).
+    """
+    root = default_root
+    try:
+        root = read_key_values(install_info).get("Driver_Install_Path_Param") or default_root
+    except OSError:
+        pass  # no install record: the default folder
+    path = os.path.join(root, "driver", "version.info")
+    try:
+        values = read_key_values(path)
+    except OSError as exc:
+        return {"version": "unknown", "source": f"not read: {path}: {exc.strerror or exc}"}
+    version = values.get("Version") or values.get("version")
+    if not version:
+        return {"version": "unknown", "source": f"not read: {path} has no Version= line"}
+    return {"version": version, "source": path}
+
+
+def toolkit_version(roots: Sequence[str] | None = None) -> dict[str, str] | None:
+    """The CANN toolkit's version from its install record (see the module docstring), or None.
+
+    *roots* defaults to ``$ASCEND_HOME_PATH`` and ``$ASCEND_TOOLKIT_HOME`` (those set).
+
+    Returns
+    -------
+    dict or None
+        ``{"version": ..., "source": <the file>}``.
+    """
+    if roots is None:
+        roots = [v for v in (os.environ.get("ASCEND_HOME_PATH"), os.environ.get("ASCEND_TOOLKIT_HOME")) if v]
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(glob.escape(root), "*-linux", "ascend_toolkit_install.info"))):
+            try:
+                version = read_key_values(path).get("version")
+            except OSError:
+                continue
+            if version:
+                return {"version": version, "source": path}
+    return None
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """*argv* as one shell-quoted line."""
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def host_facts() -> dict[str, Any]:
+    """Host name, package, Python and numpy versions, platform and the driver version (no library needed)."""
+    from . import __version__
+
+    drv = driver_version()
+    return {
+        "hostname": hostname(),
+        "package_version": __version__,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "driver_version": drv["version"],
+        "driver_version_source": drv["source"],
+    }
