@@ -161,6 +161,20 @@ def _logged(check: Callable[..., Any]) -> Callable[..., Any]:
     return errcheck
 
 
+def _logged_unchecked(restype: Any) -> Callable[..., Any]:
+    """The logging ``errcheck`` of an :meth:`Lib.unchecked` function (*restype*: the table's): it logs and
+    returns the result unchanged.  (Logging runs Python code between the call and the store of its result.)"""
+    def errcheck(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
+        if _log.isEnabledFor(logging.DEBUG):
+            types = list(getattr(func, "argtypes", None) or ())
+            shown = ", ".join(show_arg(a, types[k] if k < len(types) else None) for k, a in enumerate(args))
+            value = ctypes.cast(result, restype) if restype in _OPAQUE and result else result
+            _log.debug("%s(%s) -> %s", func.__name__, shown, show_arg(value))
+        return result
+
+    return errcheck
+
+
 def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
     """The ``errcheck`` used for a restype (see the module docstring); *log* adds call logging."""
     if restype is c_int_result:
@@ -250,6 +264,8 @@ class Lib:
         fn = self._dll_of(name)[name]  # a new function object: the bound one keeps its errcheck
         fn.restype = c_void_p if restype is LeanHandle else restype
         fn.argtypes = list(argtypes)
+        if _config.log_calls():  # ACL_BINDINGS_LOG_CALLS, read at bind time as for the bound functions
+            fn.errcheck = _logged_unchecked(proto[1])
         guarded = _guarded(fn)  # (its Python lines all run before the C call: the result is stored in time)
         with self._lock:
             self._unchecked[name] = guarded
