@@ -102,6 +102,11 @@ CODES: dict[int, tuple[str, str]] = {
     990101: ("CANNSIM_ERR_STALE_HANDLE",
              "simulator-only: the device would silently use freed or stale memory here (a handle destroyed "
              "between the phases, or an address an op-cache wrapper would ignore)"),
+    # --- simulator only: never returned by CANN -------------------------------
+    908401: ("CANNSIM_ERR_QUEUED_WORK",
+             "simulator only: memory that queued stream work uses was freed or overwritten, or memory it writes "
+             "was read, before that work completed (by a host call, or by work on another stream; a device "
+             "corrupts it silently): synchronise the stream first"),
 }
 
 #: Codes named by constant, for readable comparisons.
@@ -123,6 +128,8 @@ ACLNN_ERR_INNER = 561000
 ACLNN_ERR_INNER_FIND_KERNEL_ERROR = 561003
 ACLNN_ERR_INNER_NULLPTR = 561103
 CANNSIM_ERR_STALE_HANDLE = 990101  # the simulator's own (acl_bindings/sim/src/cannsim.h)
+#: Simulator only (cannsim.h): aclrtFree/aclrtMemcpy/aclrtMemset raced work still queued on a stream.
+CANNSIM_ERR_QUEUED_WORK = 908401
 
 
 def describe(code: int) -> tuple[str, str]:

@@ -15,15 +15,22 @@ child, releases are skipped: the runtime no longer owns those handles.
 An open object's ``_as_parameter_`` is a plain instance attribute (ctypes reads it without
 running Python code); once closed, the class-level :class:`ClosedParameter` raises
 :class:`ClosedError`, which :mod:`._lib` reports as such (not as ``ctypes.ArgumentError``).
+
+Methods that pass a handle to C are marked :func:`in_use`: while one runs (on any
+thread), ``close()`` of that object, and of any object passed to it, waits for it; a use
+that starts once a close began raises :class:`ClosedError`.  So a handle is never used
+after, or during, its release.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import threading
 import weakref
 from ctypes import c_void_p
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
 
 from .errors import ClosedError
 
@@ -38,6 +45,35 @@ class _ProcessState:
 
 
 STATE = _ProcessState()
+
+
+#: Guards every object's count of uses in progress (re-entrant: a garbage-collection finalizer may
+#: run on a thread that holds it).
+_uses = threading.Condition(threading.RLock())
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def in_use(method: F) -> F:
+    """Mark a method that passes its object's handle (and those of its Resource arguments) to C."""
+
+    @functools.wraps(method)
+    def guarded(self: Resource, *args: Any, **kwargs: Any) -> Any:
+        objs = [self, *(a for a in (*args, *kwargs.values()) if isinstance(a, Resource))]
+        entered: list[Resource] = []
+        try:
+            with _uses:
+                for obj in objs:
+                    obj._enter_use()
+                    entered.append(obj)
+            return method(self, *args, **kwargs)
+        finally:
+            if entered:
+                with _uses:
+                    for obj in entered:
+                        obj._exit_use()
+
+    return cast(F, guarded)
 
 
 def releases_allowed() -> bool:
@@ -94,7 +130,9 @@ class Resource:
     _fin: weakref.finalize | None = None
     _cell: c_void_p | None = None
     _release: tuple[Callable[..., Any], tuple[Any, ...]] = (print, ())
-    _what = "object"
+    _what: str = "object"
+    _users: int = 0  # in_use calls in progress
+    _closing: bool = False
 
     def _arm(self, release: Callable[..., Any], *args: Any, before: Callable[[], Any] | None = None) -> c_void_p:
         """Register the release of the handle about to be created; returns the (empty) cell it goes in.
@@ -134,15 +172,36 @@ class Resource:
         owned: the error propagates, ``close()`` may be retried, and the finalizer net
         still runs.
         """
-        cell = self._cell
-        if cell is None:
-            return
-        if cell.value:
+        with _uses:  # wait for the uses in progress; later ones raise ClosedError
+            while self._closing:  # (another thread is closing it)
+                _uses.wait()
+            cell = self._cell
+            if cell is None:
+                return
+            if not cell.value:  # released (an interrupt may have come before the finalizer was detached)
+                self._closed_now()
+                return
+            self._closing = True
+            try:
+                while self._users:
+                    _uses.wait()
+            except BaseException:  # (an interrupt while waiting: the object stays open and usable)
+                self._closing = False
+                _uses.notify_all()
+                raise
+        try:
             if releases_allowed():
                 release, args = self._release
                 release(cell, *args)  # empties the cell, or raises with the handle still owned
             else:
                 cell.value = None  # after aclFinalize or in a forked child: not ours to release
+            self._closed_now()
+        finally:
+            with _uses:
+                self._closing = False
+                _uses.notify_all()
+
+    def _closed_now(self) -> None:
         fin = self._fin
         if fin is not None and fin.alive:
             fin.detach()  # (the cell is empty: an interrupt before this line leaves nothing to do)
@@ -163,6 +222,18 @@ class Resource:
     def _check_open(self) -> None:
         if self.closed:
             raise ClosedError(f"this {self._what} is closed")
+
+    def _enter_use(self) -> None:
+        with _uses:
+            if self._closing or self.closed:
+                raise ClosedError(f"this {self._what} is closed")
+            self._users += 1
+
+    def _exit_use(self) -> None:
+        with _uses:
+            self._users -= 1
+            if not self._users and self._closing:
+                _uses.notify_all()
 
     def __enter__(self) -> Any:
         return self

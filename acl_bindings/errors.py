@@ -6,7 +6,7 @@
   ``100000``, ``107000``, ``161001`` and ``161002``.
 * :class:`AclMemoryError` (also a :class:`MemoryError`) for allocation failures.
 * :class:`AclRuntimeError` for runtime and device faults (``107xxx``, ``207xxx``,
-  ``507xxx``, ``361001``).
+  ``507xxx``, ``361001``), and the simulator's ``908401`` (memory raced queued work).
 * :class:`AclnnInnerError` for aclnn internal errors (``561xxx``).
 * :class:`LibraryNotFoundError` (an :class:`OSError`, not an :class:`AclError`)
   when no library could be loaded.
@@ -136,7 +136,7 @@ def error_class_for(code: int) -> type[AclError]:
     family = code // 1000
     if family == 561:
         return AclnnInnerError
-    if family in (107, 207, 507, 361, 500):
+    if family in (107, 207, 507, 361, 500) or code == _codes.CANNSIM_ERR_QUEUED_WORK:
         return AclRuntimeError
     return AclError
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._lib import lib, raise_for_status
-from ._resource import ClosedParameter, Resource, release_cell
+from ._resource import ClosedParameter, Resource, in_use, release_cell
 from ._types import index_arg, int32_arg
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device, Stream
@@ -90,6 +90,7 @@ class DeviceBuffer(Resource):
                              f"{self.nbytes}-byte buffer")
         return offset, nbytes
 
+    @in_use
     def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
         """Copy *array*'s bytes (its :func:`host_span`) to ``ptr + offset``.
 
@@ -107,6 +108,7 @@ class DeviceBuffer(Resource):
                 lib.aclrtMemcpyAsync(self.ptr + offset, self.nbytes - offset, addr, n, MemcpyKind.HOST_TO_DEVICE,
                                      stream)
 
+    @in_use
     def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
         """Copy bytes at ``ptr + offset`` into *out*'s :func:`host_span` (synchronous) and return *out*.
 
@@ -121,6 +123,7 @@ class DeviceBuffer(Resource):
                 lib.aclrtMemcpy(addr, n, self.ptr + offset, n, MemcpyKind.DEVICE_TO_HOST)
         return out
 
+    @in_use
     def copy_from(self, src: DeviceBuffer, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Device-to-device copy of *nbytes* (default: all of *src*) into this buffer."""
         _, n = src._range(0, src.nbytes if nbytes is None else nbytes, "copy_from source")
@@ -131,6 +134,7 @@ class DeviceBuffer(Resource):
             else:
                 lib.aclrtMemcpyAsync(self.ptr, self.nbytes, src.ptr, n, MemcpyKind.DEVICE_TO_DEVICE, stream)
 
+    @in_use
     def memset(self, value: int = 0, nbytes: int | None = None, stream: Stream | None = None) -> None:
         """Set *nbytes* (default: all) bytes to *value* (an ``int32_t`` in the C API)."""
         v = int32_arg("memset value", value)
@@ -174,6 +178,7 @@ class HostBuffer(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
+    @in_use
     def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A numpy view of the buffer (no copy); it keeps this buffer alive."""
         self._check_open()

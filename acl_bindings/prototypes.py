@@ -168,6 +168,10 @@ SIM_ONLY: dict[str, Prototype] = {
     "cannsimOpCacheEntries": ("nnopbase", c_int64, ()),
     # int cannsimSetRepeatable(int on);        /* whether executors may be made repeatable; returns the previous */
     "cannsimSetRepeatable": ("nnopbase", c_int_result, (c_int32,)),
+    # int cannsimSetStreamMode(int mode);      /* 0 async, 1 deferred, 2 sync; returns the previous, -1 if bad */
+    "cannsimSetStreamMode": ("runtime", c_int_result, (c_int32,)),
+    # int cannsimWorkerThreads(void);          /* stream worker threads running now */
+    "cannsimWorkerThreads": ("runtime", c_int_result, ()),
 }
 
 

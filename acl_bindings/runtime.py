@@ -34,7 +34,7 @@ from typing import Any
 
 from . import _codes
 from ._lib import lib, raise_for_status, recent_error_message
-from ._resource import STATE, ClosedParameter, Resource, release_cell
+from ._resource import STATE, ClosedParameter, Resource, in_use, release_cell
 from ._types import int32_arg
 from .enums import MemAttr
 from .errors import AclError, ProcessForkedError
@@ -393,6 +393,7 @@ class Stream(Resource):
 
     _as_parameter_ = ClosedParameter()
 
+    @in_use
     def synchronize(self, timeout_ms: int | None = None) -> None:
         """Wait for the stream's work; with *timeout_ms*, fail with 507046 past it.
 
@@ -434,18 +435,21 @@ class Event(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
+    @in_use
     def record(self, stream: Stream) -> None:
         """Record the event on *stream*."""
         self._check_open()
         with self.device.active():
             lib.aclrtRecordEvent(self.handle, stream)
 
+    @in_use
     def synchronize(self) -> None:
         """Wait until the event has completed."""
         self._check_open()
         with self.device.active():
             lib.aclrtSynchronizeEvent(self.handle)
 
+    @in_use
     def elapsed_ms(self, start: Event) -> float:
         """Milliseconds from *start* to this event (both recorded on one stream and completed)."""
         self._check_open()

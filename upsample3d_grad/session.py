@@ -127,7 +127,15 @@ class DeviceArray:
 
     def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Synchronise the session's stream and copy to host: a new C-contiguous array, or into *out*
-        (same shape and dtype, any strides whose elements do not overlap; written and returned)."""
+        (same shape and dtype, any strides whose elements do not overlap; written and returned).
+
+        Holds the session's lock: a download racing ``Session.close()`` (or this array's
+        ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
+        """
+        with self.session._lock:
+            return self._download(out)
+
+    def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
         self._check_open()
         if out is not None:
             _check_download_out(out, self.shape, self.dtype)
@@ -152,11 +160,13 @@ class DeviceArray:
         """Release the aclTensor, then the device memory (after the stream finished with it).
 
         Every step is attempted even when one fails (the first error is raised); a release
-        the library refused stays owned, and another ``close()`` retries it.
+        the library refused stays owned, and another ``close()`` retries it.  Holds the
+        session's lock, so that it never frees memory under a call running on another thread.
         """
-        if self.buffer.closed and self.tensor.closed:
-            return
-        _run_all((self.tensor.close, self._sync_before_free, self.buffer.close))
+        with self.session._lock:
+            if self.buffer.closed and self.tensor.closed:
+                return
+            _run_all((self.tensor.close, self._sync_before_free, self.buffer.close))
 
     def _sync_before_free(self) -> None:
         if not self.session.closed and not self.buffer.closed:
@@ -168,6 +178,8 @@ class DeviceArray:
     def _check_open(self) -> None:
         if self.buffer.closed or self.tensor.closed:  # (half-closed: a close() that failed midway)
             raise ClosedError("this device array is closed")
+        if self.session.closed:
+            raise ClosedError("this device array's Session is closed")
 
     def __enter__(self) -> DeviceArray:
         return self

@@ -4,13 +4,23 @@ It exports the runtime, nnopbase and operator symbols with the documented C
 signatures and error codes, and says what it is: ``aclrtGetSocName()`` returns
 ``"CANN-Simulator"`` and it alone exports ``cannsimVersion``.  The helpers here read
 its sim-only controls (live-handle accounting, call counts, fault injection,
-deferred streams) through the same loaded libraries; they raise when the backend
+stream modes) through the same loaded libraries; they raise when the backend
 in use is not the simulator.
+
+Stream work is asynchronous, as on a device: each stream's work runs on its own
+worker thread after the call that queued it returned.  ``aclrtFree``, ``aclrtMemcpy``
+and ``aclrtMemset`` do not wait for it; freeing or overwriting memory that queued work
+uses, or reading memory that it writes (from the host, or by work queued on another
+stream: streams are not ordered), fails with the simulator-only code 908401
+(``CANNSIM_ERR_QUEUED_WORK``, which real CANN never returns: a device corrupts the
+memory silently).  :func:`set_stream_mode` switches to ``"deferred"`` (work runs only
+when a synchronisation asks for it: every missing sync is caught) or ``"sync"``
+(each call that queues work waits for it: for debugging).
 
 Environment variables read by the simulator itself:
 
 ``CANN_SIM_DEVICE_COUNT`` (default 2), ``CANN_SIM_MEM_BYTES`` (device memory per device),
-``CANN_SIM_DEFER=1`` (queue stream work until a synchronize), ``CANN_SIM_FAULT`` (make the
+``CANN_SIM_DEFER=1`` (deferred stream mode), ``CANN_SIM_SYNC=1`` (synchronous stream mode), ``CANN_SIM_FAULT`` (make the
 Nth call of a function fail: ``"func:nth:code[,...]"``), ``CANN_SIM_REPORT=<path>`` (JSON
 report of live handles and init/finalize counts at exit), ``CANN_SIM_OP_CACHE=0`` (or CANN's own
 ``DISABLE_L2_CACHE``: no op cache; ``ACLNN_CACHE_LIMIT`` bounds it), ``CANN_SIM_REPEATABLE=0``
@@ -35,13 +45,16 @@ from pathlib import Path
 from .._codes import CANNSIM_ERR_STALE_HANDLE
 from .._types import int32_arg
 
-__all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "STALE_HANDLE", "is_built", "live_handles", "call_count", "set_fault",
-           "set_defer", "set_delay", "set_op_cache", "op_cache_entries", "set_repeatable", "version"]
+__all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "STALE_HANDLE", "STREAM_MODES", "is_built", "live_handles",
+           "call_count", "set_fault", "set_defer", "set_delay", "set_stream_mode", "worker_threads", "set_op_cache",
+           "op_cache_entries", "set_repeatable", "version"]
 
 ROOT = Path(__file__).resolve().parent
 LIB64 = ROOT / "lib64"
 #: The simulator's own status code (CANNSIM_ERR_STALE_HANDLE in src/cannsim.h, outside CANN's code space).
 STALE_HANDLE = CANNSIM_ERR_STALE_HANDLE
+#: The simulator's stream modes, by their C value (cannsimSetStreamMode).
+STREAM_MODES = ("async", "deferred", "sync")
 HANDLE_KINDS = ("device_buffer", "host_buffer", "tensor", "int_array", "executor", "stream", "event", "context",
                 "device_ref")
 
@@ -83,7 +96,7 @@ def set_fault(spec: str | None) -> None:
 
 
 def set_defer(on: bool) -> bool:
-    """Turn deferred streams on or off; returns the previous setting."""
+    """Turn the deferred stream mode on, or off (the asynchronous mode); returns whether it was on."""
     return bool(_lib().cannsimSetDefer(1 if on else 0))
 
 
@@ -105,3 +118,16 @@ def op_cache_entries() -> int:
 def set_repeatable(on: bool) -> bool:
     """Whether aclSetAclOpExecutorRepeatable accepts executors (False: 561000 for all); returns the previous."""
     return bool(_lib().cannsimSetRepeatable(1 if on else 0))
+def set_stream_mode(mode: str) -> str:
+    """Set when queued stream work runs: ``"async"`` (the default), ``"deferred"`` or ``"sync"``.
+
+    Returns the previous mode.
+    """
+    if mode not in STREAM_MODES:
+        raise ValueError(f"mode: expected one of {', '.join(map(repr, STREAM_MODES))}, got {mode!r}")
+    return STREAM_MODES[int(_lib().cannsimSetStreamMode(STREAM_MODES.index(mode)))]
+
+
+def worker_threads() -> int:
+    """How many stream worker threads the simulator runs now (each is joined when its stream goes)."""
+    return int(_lib().cannsimWorkerThreads())

@@ -232,3 +232,22 @@ def test_bench(tmp_path: Path) -> None:
     assert moved == (1 * 2 * 8 * 12 * 16 + 1 * 2 * 4 * 6 * 8) * 4
     assert data["gbps_min_time"] == pytest.approx(moved / (data["device_ms_min"] * 1e-3) / 1e9)
     assert_no_leaks(tmp_path)
+
+
+# --------------------------------------------------------------------------- stream order, as users run them
+
+@pytest.mark.parametrize("args", [
+    ["examples/sample_port.py"], ["examples/session_api.py"], ["examples/timing_events.py"],
+    ["-m", "upsample3d_grad", "run"], ["-m", "upsample3d_grad", "doctor"],
+    ["-m", "upsample3d_grad", "smoke", "--quick"],
+    ["-m", "upsample3d_grad", "bench", "--repeat", "2", "--warmup", "1", "--input-size", "1,2,4,6,8"],
+    ["benchmarks/run.py", "--tiny", "--no-torch", "--only", "b", "--out", "{tmp}"],
+], ids=["sample_port", "session_api", "timing_events", "run", "doctor", "smoke", "bench", "benchmarks"])
+@pytest.mark.parametrize("mode", ["CANN_SIM_DEFER", "CANN_SIM_SYNC"])
+def test_examples_and_commands_in_every_stream_mode(tmp_path: Path, args: list[str], mode: str) -> None:
+    """Every example and command also works when stream work runs only at a synchronisation (a read, free or
+    overwrite that does not wait for it fails with 908401 there) and when it runs before each call returns."""
+    proc = run([a.replace("{tmp}", str(tmp_path)) for a in args], tmp_path, env={mode: "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "908401" not in proc.stdout + proc.stderr
+    assert_no_leaks(tmp_path)

@@ -76,11 +76,13 @@ for name, res, args in [
     ("aclrtGetMemInfo", C.c_int, [C.c_int, P(sz), P(sz)]),
     ("aclrtCreateEvent", C.c_int, [P(vp)]), ("aclrtCreateEventWithFlag", C.c_int, [P(vp), u32]),
     ("aclrtRecordEvent", C.c_int, [vp, vp]), ("aclrtSynchronizeEvent", C.c_int, [vp]),
+    ("aclrtSynchronizeEventWithTimeout", C.c_int, [vp, i32]),
     ("aclrtEventElapsedTime", C.c_int, [P(C.c_float), vp, vp]), ("aclrtDestroyEvent", C.c_int, [vp]),
     ("aclrtGetVersion", C.c_int, [P(i32), P(i32), P(i32)]),
     ("aclsysGetVersionStr", C.c_int, [C.c_char_p, C.c_char_p]),
     ("aclsysGetCANNVersion", C.c_int, [C.c_int, P(PkgVersion)]),
     ("cannsimVersion", C.c_char_p, []), ("cannsimSetDefer", C.c_int, [C.c_int]),
+    ("cannsimSetStreamMode", C.c_int, [C.c_int]), ("cannsimWorkerThreads", C.c_int, []),
     ("cannsimSetDelay", C.c_int, [C.c_int]), ("cannsimSetFault", C.c_int, [C.c_char_p]),
     ("cannsimLiveHandles", i64, [C.c_char_p]), ("cannsimCallCount", i64, [C.c_char_p]),
 ]:
@@ -108,6 +110,7 @@ _decl(op, "aclnnUpsampleNearestExact3dGetWorkspaceSize", i32,
 OK, INVALID_PARAM, UNINIT, REPEAT_INIT, REPEAT_FINALIZE = 0, 100000, 100001, 100002, 100037
 RT_PARAM, RT_DEVID, RT_CTX_NULL, RT_STREAM_CTX, RT_MEM_ALLOC = 107000, 107001, 107002, 107003, 207001
 NOT_SUPPORT, STREAM_SYNC_TIMEOUT = 200001, 507046
+QUEUED = 908401  # simulator-only: memory freed, overwritten or read under queued work (cann-abi.md §8.4)
 NULLPTR, PARAM_INVALID, RUNTIME_ERROR = 161001, 161002, 361001
 STALE_HANDLE = 990101  # the simulator's own code (acl_bindings.sim.STALE_HANDLE)
 H2H, H2D, D2H, D2D = 0, 1, 2, 3
@@ -583,9 +586,13 @@ def test_deferred_stream_stale_until_sync(sim):
         host_copy = host.copy()
         host[:] = -1                                   # the queued copy took its data at enqueue time
         back = np.full_like(host, 5)
-        d2h(back, a)
-        assert (back == 0).all(), "data arrived before aclrtSynchronizeStream"
-        expect(rt.aclrtFree(a), RT_PARAM, "still used by pending work", "synchronize first")
+        # reading, overwriting or freeing memory under the queued copy is reported, never done
+        expect(rt.aclrtMemcpy(back.ctypes.data, back.nbytes, a, back.nbytes, D2H), QUEUED, "aclrtMemcpy: reading",
+               "stream %#x" % s, "(aclrtMemcpyAsync)", "synchronize the stream first", "simulator-only code 908401")
+        assert (back == 5).all()
+        expect(rt.aclrtMemcpy(a, host.nbytes, host_copy.ctypes.data, host.nbytes, H2D), QUEUED, "overwriting")
+        expect(rt.aclrtMemset(a + 64, 64, 0, 64), QUEUED, "aclrtMemset: overwriting %#x" % (a + 64))
+        expect(rt.aclrtFree(a), QUEUED, "aclrtFree: freeing %#x" % a, "must not be freed")
         ok(rt.aclrtSynchronizeStream(s))
         d2h(back, a)
         assert (back == host_copy).all()
@@ -598,8 +605,8 @@ def test_deferred_stream_stale_until_sync(sim):
         assert (out == 0).all()
         # the default stream (NULL) and aclrtSynchronizeDevice
         ok(rt.aclrtMemcpyAsync(a, host.nbytes, host_copy.ctypes.data, host.nbytes, H2D, None))
-        d2h(back, a)
-        assert (back == 0).all()
+        expect(rt.aclrtMemcpy(back.ctypes.data, back.nbytes, a, back.nbytes, D2H), QUEUED,
+               "the default stream of device 0")
         ok(rt.aclrtSynchronizeDevice())
         d2h(back, a)
         assert (back == host_copy).all()
@@ -642,9 +649,16 @@ def test_operator_deferred_until_sync(sim):
         ws, ex = smp.phase1()
         w = malloc(ws)
         ok(phase2(w, ws, ex, s))
-        assert smp.result() == [0.0, 0.0, 0.0, 0.0]   # not run yet
-        expect(rt.aclrtFree(w), RT_PARAM, "pending work")
-        expect(rt.aclrtFree(smp.dgi), RT_PARAM, "pending work")
+        out = np.zeros(4, np.float32)                  # the kernel writes gradInput: reading it is refused
+        expect(rt.aclrtMemcpy(out.ctypes.data, 16, smp.dgi, 16, D2H), QUEUED, "reading",
+               "(aclnnUpsampleNearestExact3dBackward) that writes it")
+        expect(rt.aclrtFree(w), QUEUED, "freeing")
+        expect(rt.aclrtFree(smp.dgi), QUEUED, "freeing")
+        expect(rt.aclrtFree(smp.dgo), QUEUED, "freeing", "that uses it")
+        expect(rt.aclrtMemset(smp.dgo, 128, 0, 128), QUEUED, "overwriting")
+        back = np.zeros(32, np.float32)                # it only reads gradOut: reading that is allowed
+        d2h(back, smp.dgo)
+        assert back.tolist() == smp.go_host.tolist()
         ok(rt.aclrtSynchronizeStream(s))
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
         ok(rt.aclrtFree(w))
@@ -683,7 +697,7 @@ def test_events_elapsed_time_and_timeouts(sim):
         ok(rt.aclrtRecordEvent(e2, s))
         expect(rt.aclrtEventElapsedTime(C.byref(ms), e1, e2), RT_PARAM, "not completed")
         expect(rt.aclrtSynchronizeStreamWithTimeout(s, 20), STREAM_SYNC_TIMEOUT, "pending work")
-        expect(rt.aclrtFree(w), RT_PARAM, "pending work")
+        expect(rt.aclrtFree(w), QUEUED, "freeing")
         ok(rt.aclrtSynchronizeStreamWithTimeout(s, -1))
         ok(rt.aclrtEventElapsedTime(C.byref(ms), e1, e2))
         assert ms.value >= 295.0, ms.value
@@ -1090,6 +1104,253 @@ def test_deferred_streams_shared_by_threads(sim):
         run_threads(worker, 4)
         ok(rt.aclrtDestroyStream(shared))
         assert all(v == 0 for k, v in all_live().items() if k != "device_ref"), all_live()
+    """)
+
+
+# ---------------------------------------------------------------------------------------------
+# asynchronous streams: a worker thread per stream (cann-abi.md §8.4)
+# ---------------------------------------------------------------------------------------------
+
+
+ASYNC_HELPERS = """
+        import os, time
+
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+
+        def settled_threads(n):
+            # a joined Python thread may still be listed for a moment after join() returned
+            for _ in range(500):
+                if threads() == n:
+                    return True
+                time.sleep(0.01)
+            return False
+
+        def queued_sample(s, delay_ms):
+            # the documented sample, phase 2 queued with delay_ms of simulated device time
+            smp = Sample(np)
+            ws, ex = smp.phase1()
+            w = malloc(ws)
+            assert rt.cannsimSetDelay(delay_ms) == 0
+            ok(phase2(w, ws, ex, s))
+            rt.cannsimSetDelay(0)
+            return smp, w
+"""
+
+
+def test_work_runs_on_a_worker_after_the_call_returns(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        base = threads()
+        s = stream()
+        assert rt.cannsimWorkerThreads() == 0 and threads() == base   # a worker starts with the first task
+        smp, w = queued_sample(s, 300)
+        assert rt.cannsimWorkerThreads() == 1 and threads() == base + 1
+        out = np.zeros(4, np.float32)                  # phase 2 returned before its kernel ran
+        expect(rt.aclrtMemcpy(out.ctypes.data, 16, smp.dgi, 16, D2H), QUEUED, "reading", "stream %#x" % s)
+        expect(rt.aclrtFree(w), QUEUED, "freeing %#x" % w, "(aclnnUpsampleNearestExact3dBackward)")
+        ok(rt.aclrtSynchronizeStream(s))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        # a second stream gets a worker of its own; destroying a stream joins its worker
+        s2 = stream()
+        ok(rt.aclrtMemsetAsync(w, 64, 0, 64, s2))
+        assert rt.cannsimWorkerThreads() == 2
+        ok(rt.aclrtDestroyStream(s2))
+        ok(rt.aclrtDestroyStream(s))
+        assert rt.cannsimWorkerThreads() == 0 and threads() == base
+        ok(rt.aclrtFree(w))
+        smp.release()
+        ok(rt.aclrtResetDevice(0))
+        ok(rt.aclFinalize())
+        assert threads() == base
+    """)
+
+
+def test_stream_modes(sim):
+    sim(ASYNC_HELPERS + """
+        assert rt.cannsimSetStreamMode(2) == 2         # CANN_SIM_SYNC=1 was read at load
+        init(0)
+        s = stream()
+        smp, w = queued_sample(s, 50)                  # synchronous: phase 2 returned after its kernel ran
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        ok(rt.aclrtFree(w))
+        assert rt.cannsimSetStreamMode(3) == -1 and rt.cannsimSetStreamMode(-1) == -1   # refused, unchanged
+        assert rt.cannsimSetStreamMode(1) == 2         # deferred
+        smp2, w2 = queued_sample(s, 0)
+        assert rt.cannsimSetDefer(0) == 1              # back to asynchronous: the queued kernel may run now
+        ok(rt.aclrtSynchronizeStream(s))
+        assert smp2.result() == [36.0, 100.0, 164.0, 228.0]
+        assert rt.cannsimSetStreamMode(0) == 0
+        ok(rt.aclrtFree(w2))
+        smp.release()
+        smp2.release()
+        ok(rt.aclrtDestroyStream(s))
+    """, env={"CANN_SIM_SYNC": "1"})
+
+
+def test_timeouts_destroy_reset_and_finalize_with_queued_work(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        base = threads()
+        s = stream()
+        smp, w = queued_sample(s, 400)
+        expect(rt.aclrtSynchronizeStreamWithTimeout(s, 20), STREAM_SYNC_TIMEOUT, "pending work")
+        expect(rt.aclrtSynchronizeStreamWithTimeout(s, 0), STREAM_SYNC_TIMEOUT)   # a poll
+        expect(rt.aclrtFree(w), QUEUED)                # the work went on queued
+        ok(rt.aclrtSynchronizeStreamWithTimeout(s, -1))
+        ok(rt.aclrtSynchronizeStreamWithTimeout(s, 0)) # nothing left: a poll succeeds
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        # an event behind queued work: the same with aclrtSynchronizeEventWithTimeout
+        ev = vp()
+        ok(rt.aclrtCreateEvent(C.byref(ev)))
+        ws, ex = smp.phase1()
+        rt.cannsimSetDelay(400)
+        ok(phase2(w, ws, ex, s))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtRecordEvent(ev, s))
+        expect(rt.aclrtSynchronizeEventWithTimeout(ev, 20), 507047, "did not complete within 20 ms")
+        ok(rt.aclrtSynchronizeEventWithTimeout(ev, -1))
+        ok(rt.aclrtSynchronizeStreamWithTimeout(s, 0)) # the event was the last task
+        ok(rt.aclrtDestroyEvent(ev))
+        # destroying a stream waits for its queued work
+        ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
+        ws, ex = smp.phase1()
+        rt.cannsimSetDelay(200)
+        ok(phase2(w, ws, ex, s))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtDestroyStream(s))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0] and threads() == base
+        # the default stream: aclrtSynchronizeDevice, then a reset with queued work
+        ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
+        ws, ex = smp.phase1()
+        rt.cannsimSetDelay(200)
+        ok(phase2(w, ws, ex, None))
+        expect(rt.aclrtFree(w), QUEUED, "the default stream of device 0")
+        ok(rt.aclrtSynchronizeDevice())
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
+        ws, ex = smp.phase1()
+        ok(phase2(w, ws, ex, None))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtResetDevice(0))                     # waits for the default stream, joins its worker
+        assert threads() == base
+        ok(rt.aclrtSetDevice(0))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        # finalize with queued work on a user stream: the work completes, every worker is joined
+        s = stream()
+        host = np.full(4, 7, np.float32)
+        rt.cannsimSetDelay(200)
+        ws, ex = smp.phase1()
+        ok(phase2(w, ws, ex, s))
+        rt.cannsimSetDelay(0)
+        ok(rt.aclrtMemcpyAsync(host.ctypes.data, 16, smp.dgi, 16, D2H, s))
+        ok(rt.aclFinalize())
+        assert host.tolist() == [36.0, 100.0, 164.0, 228.0]
+        assert rt.cannsimWorkerThreads() == 0 and threads() == base
+        for t in (smp.go, smp.gi):                     # (nnopbase objects outlive aclFinalize)
+            ok(nn.aclDestroyTensor(t))
+        for a in (smp.osz, smp.isz):
+            ok(nn.aclDestroyIntArray(a))
+        assert all(v == 0 for v in all_live().values()), all_live()
+    """)
+
+
+def test_work_on_two_streams_over_the_same_memory_is_refused(sim):
+    # streams are ordered only by an event wait (CANN docs, "Event等待"), which the simulator does not model
+    sim(ASYNC_HELPERS + """
+        assert rt.cannsimSetStreamMode(1) == 0         # deferred: the first stream's work stays queued
+        init(0)
+        s1, s2 = stream(), stream()
+        smp, w = queued_sample(s1, 0)                  # reads dgo, writes dgi and w
+        expect(rt.aclrtMemsetAsync(smp.dgi, 16, 0, 16, s2), QUEUED, "aclrtMemsetAsync: work for stream %#x "
+               "writes %#x" % (s2, smp.dgi), "queued on stream %#x (aclnnUpsampleNearestExact3dBackward) uses" % s1,
+               "not ordered")
+        out = np.zeros(4, np.float32)
+        expect(rt.aclrtMemcpyAsync(out.ctypes.data, 16, smp.dgi, 16, D2H, s2), QUEUED, "reads", "writes")
+        ws, ex = smp.phase1()                          # a second kernel on s2 writing the same gradInput
+        expect(phase2(w, ws, ex, s2), RUNTIME_ERROR, "not ordered")
+        # reading what the first stream only reads is no race; the same stream is ordered
+        back = np.zeros(32, np.float32)
+        ok(rt.aclrtMemcpyAsync(back.ctypes.data, back.nbytes, smp.dgo, back.nbytes, D2H, s2))
+        ok(rt.aclrtMemsetAsync(smp.dgi, 16, 0, 16, s1))
+        ok(rt.aclrtSynchronizeStream(s1))
+        ok(rt.aclrtSynchronizeStream(s2))
+        assert back.tolist() == smp.go_host.tolist() and smp.result() == [0.0] * 4
+        ok(rt.aclrtMemsetAsync(smp.dgi, 16, 0, 16, s2))  # once the first stream's work completed: allowed
+        ok(rt.aclrtSynchronizeStream(s2))
+        ok(rt.aclrtFree(w))
+        smp.release()
+        ok(rt.aclrtDestroyStream(s1))
+        ok(rt.aclrtDestroyStream(s2))
+    """)
+
+
+def test_exit_with_queued_work_does_not_wait_for_it(sim):
+    # 60 s of simulated device time is abandoned at exit: the interpreter ends at once (run_py's
+    # timeout is 60 s), and the exit report is still written
+    sim(ASYNC_HELPERS + """
+        init(0)
+        s = stream()
+        smp, w = queued_sample(s, 60000)
+        assert rt.cannsimWorkerThreads() == 1
+    """)
+
+
+def test_fork_with_queued_work(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        s = stream()
+        smp, w = queued_sample(s, 200)
+        pid = os.fork()
+        if pid == 0:                                   # the child has no worker thread: one starts on demand
+            code = 1
+            try:
+                assert rt.cannsimWorkerThreads() == 0 and threads() == 1
+                ok(rt.aclrtSynchronizeStream(s))
+                assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+                ok(rt.aclrtDestroyStream(s))
+                assert rt.cannsimWorkerThreads() == 0 and threads() == 1
+                code = 0
+            finally:
+                os._exit(code)
+        ok(rt.aclrtSynchronizeStream(s))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        ok(rt.aclrtFree(w))
+        smp.release()
+        ok(rt.aclrtDestroyStream(s))
+        assert rt.cannsimWorkerThreads() == 0
+    """)
+
+
+def test_streams_destroyed_while_other_threads_wait_on_them(sim):
+    sim(ASYNC_HELPERS + """
+        init(0)
+        ctx = vp()
+        ok(rt.aclrtGetCurrentContext(C.byref(ctx)))
+        base = threads()
+        for round_ in range(5):
+            s = stream()
+            smp, w = queued_sample(s, 30)
+            codes = []
+
+            def waiter(i):
+                ok(rt.aclrtSetCurrentContext(ctx))
+                codes.append(rt.aclrtSynchronizeStream(s))
+                err()
+
+            ts = [threading.Thread(target=waiter, args=(i,)) for i in range(3)]
+            for t in ts:
+                t.start()
+            ok(rt.aclrtDestroyStream(s))               # waits for the work; the waiters see it done or the
+            for t in ts:                               # stream gone, never hang
+                t.join()
+            assert all(c in (OK, RT_PARAM) for c in codes), codes
+            assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+            ok(rt.aclrtFree(w))
+            smp.release()
+        assert rt.cannsimWorkerThreads() == 0 and settled_threads(base)
     """)
 
 

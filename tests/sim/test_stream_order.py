@@ -1,14 +1,16 @@
-"""Stream order: with deferred streams, every public path synchronises where it must.
+"""Stream order: every public path synchronises where it must.
 
-In deferred mode (``sim.set_defer(True)``) the simulator queues kernels and async copies
-and runs them only when a stream is synchronised.  Reading a result too early then
-gives the 0xFF fill pattern of fresh device memory (NaN) instead of the answer, and
-freeing memory that queued work still uses fails with 107000 ("still used by pending
-work").  Each path is tested twice: as it is (it must work), and with the
+The simulator runs stream work on a worker thread per stream, after the call that
+queued it returned (the default, asynchronous mode), and in deferred mode
+(``sim.set_stream_mode("deferred")``) only when a synchronisation asks for it.  Reading
+a result that queued work still writes, or freeing or overwriting memory that it
+uses, fails with the simulator-only code 908401 (``CANNSIM_ERR_QUEUED_WORK``).  Each
+path is tested twice: as it is (it must work, in both modes), and with the
 synchronisation removed (``Stream.synchronize`` / ``Session._sync`` / ``Event.synchronize``
 made no-ops), where the simulator must report the problem, which shows that the
-first test would catch a missing sync.  After such a negative control everything is
-cleaned up and no handle is left behind.
+first test would catch a missing sync.  The negative controls run in deferred mode,
+where the work is certain to be still queued.  After such a negative control
+everything is cleaned up and no handle is left behind.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import numpy as np
 import pytest
 
 import upsample3d_grad as ug
-from acl_bindings import AclParamError, Device, Event, Stream, lib, sim
+from acl_bindings import AclError, AclParamError, AclRuntimeError, Device, Event, Stream, lib, sim
+from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
 from upsample3d_grad import Session, reference
 from upsample3d_grad.session import DeviceArray
 
@@ -30,11 +33,19 @@ ARGS = ((2, 2, 2), (2, 2, 1, 1, 1))
 BIG = ((4, 4, 40), (2, 3, 2, 2, 20))  # long rows: a larger workspace than ARGS (checked where it matters)
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, params=["async", "deferred"])
+def stream_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    previous = sim.set_stream_mode(request.param)
+    yield request.param
+    sim.set_stream_mode(previous)
+
+
+@pytest.fixture
 def deferred() -> Iterator[None]:
-    previous = sim.set_defer(True)
+    """Negative controls: queued work is certain to be still queued (it only runs at a sync)."""
+    previous = sim.set_stream_mode("deferred")
     yield
-    sim.set_defer(previous)
+    sim.set_stream_mode(previous)
 
 
 def _no_sync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,10 +53,10 @@ def _no_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Stream, "synchronize", lambda self, timeout_ms=None: None)
 
 
-def _pending_error(info: pytest.ExceptionInfo[AclParamError]) -> None:
+def _pending_error(info: pytest.ExceptionInfo[AclError], func: str = "aclrtFree", doing: str = "freeing") -> None:
     err = info.value
-    assert err.code == 107000 and err.func == "aclrtFree", err
-    assert "still used by pending work" in err.detail, err.detail
+    assert isinstance(err, AclRuntimeError) and err.code == CANNSIM_ERR_QUEUED_WORK and err.func == func, err
+    assert f"{func}: {doing} 0x" in err.detail and "has not completed" in err.detail, err.detail
 
 
 def _big_input(seed: int = 0) -> np.ndarray:
@@ -64,13 +75,15 @@ def test_download_waits_for_the_kernel(no_leaks: None, session: Session) -> None
         out.close()
 
 
-def test_without_the_sync_a_download_reads_stale_memory(no_leaks: None, session: Session,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_sync_a_download_is_refused(no_leaks: None, deferred: None, session: Session,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     go = session.upload(SAMPLE)
     out = session.backward(go, *ARGS)
     monkeypatch.setattr(Session, "_sync", lambda self: None)
-    early = out.download()
-    assert np.isnan(early).all()  # the kernel has not run: fresh device memory (0xFF bytes)
+    with pytest.raises(AclRuntimeError) as info:  # the kernel still writes it: reading it is a race
+        out.download()
+    _pending_error(info, "aclrtMemcpy", "reading")
+    del info
     monkeypatch.undo()
     assert out.download().ravel().tolist() == EXPECTED
     go.close()
@@ -91,12 +104,12 @@ def test_numpy_calls_and_the_module_function(session: Session) -> None:
         ug.close_default_session()
 
 
-def test_without_the_sync_a_numpy_call_fails(no_leaks: None, session: Session,
+def test_without_the_sync_a_numpy_call_fails(no_leaks: None, deferred: None, session: Session,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     _no_sync(monkeypatch)
-    with pytest.raises(AclParamError) as info:  # its input and output are freed while the kernel is queued
+    with pytest.raises(AclRuntimeError) as info:  # its result is read back while the kernel is queued
         session.backward(SAMPLE, *ARGS)
-    _pending_error(info)
+    _pending_error(info, "aclrtMemcpy", "reading")
     del info
     monkeypatch.undo()
     session.synchronize()
@@ -127,13 +140,13 @@ def test_a_reused_workspace_needs_no_sync_a_grown_one_does(no_leaks: None, sessi
         arr.close()
 
 
-def test_without_the_sync_growing_the_workspace_fails(no_leaks: None, session: Session,
+def test_without_the_sync_growing_the_workspace_fails(no_leaks: None, deferred: None, session: Session,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     go, out = session.upload(SAMPLE), session.empty(ARGS[1])
     session.backward(go, *ARGS, out=out)  # queued, using the small workspace
     big_go, big_out = session.upload(_big_input(2)), session.empty(BIG[1])
     _no_sync(monkeypatch)
-    with pytest.raises(AclParamError) as info:
+    with pytest.raises(AclRuntimeError) as info:
         session.backward(big_go, *BIG, out=big_out)
     _pending_error(info)
     assert session.workspace.buffer is not None and not session.workspace.buffer.closed  # kept, not leaked
@@ -155,12 +168,12 @@ def test_closing_an_array_in_use_waits(no_leaks: None, session: Session) -> None
     out.close()
 
 
-def test_without_the_sync_closing_an_array_in_use_fails(no_leaks: None, session: Session,
+def test_without_the_sync_closing_an_array_in_use_fails(no_leaks: None, deferred: None, session: Session,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     go = session.upload(SAMPLE)
     out = session.backward(go, *ARGS)
     _no_sync(monkeypatch)
-    with pytest.raises(AclParamError) as info:
+    with pytest.raises(AclRuntimeError) as info:
         go.close()
     _pending_error(info)
     assert not go.closed  # the memory is still ours; close() can be retried
@@ -179,7 +192,8 @@ def test_dropped_arrays_with_queued_work_are_freed_after_a_sync(no_leaks: None, 
     assert session.backward(SAMPLE, *ARGS).ravel().tolist() == EXPECTED
 
 
-def test_without_the_sync_dropped_arrays_leak(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_sync_dropped_arrays_leak(deferred: None, session: Session,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The garbage collector's release waits for the device first; without that wait the free is refused."""
     assert session.backward(SAMPLE, *ARGS).ravel().tolist() == EXPECTED  # the workspace and plan exist now
     before = sim.live_handles()
@@ -206,13 +220,13 @@ def test_closing_a_session_with_queued_work(no_leaks: None) -> None:
     assert go.closed and out.closed
 
 
-def test_without_the_sync_closing_a_session_fails_and_a_retry_finishes(no_leaks: None,
+def test_without_the_sync_closing_a_session_fails_and_a_retry_finishes(no_leaks: None, deferred: None,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     s = Session(0)
     go = s.upload(SAMPLE)
     out = s.backward(go, *ARGS)
     _no_sync(monkeypatch)
-    with pytest.raises(AclParamError) as info:
+    with pytest.raises(AclRuntimeError) as info:
         s.close()
     _pending_error(info)
     assert s.closed and not s.device.closed  # unusable, but the device is kept for what is left to free
@@ -251,9 +265,13 @@ def test_timed_backward_waits_for_its_events(no_leaks: None, session: Session,
             times = session.timed_backward(go, *ARGS, out=out, repeat=2)
             assert len(times) == 2 and all(t >= 1.5 for t in times), times
             assert out.download().ravel().tolist() == EXPECTED
+            mode = sim.set_stream_mode("deferred")  # the negative control: the end event is surely pending
             monkeypatch.setattr(Event, "synchronize", lambda self: None)
-            with pytest.raises(AclParamError) as info:  # the end event has not completed
-                session.timed_backward(go, *ARGS, out=out)
+            try:
+                with pytest.raises(AclParamError) as info:  # the end event has not completed
+                    session.timed_backward(go, *ARGS, out=out)
+            finally:
+                sim.set_stream_mode(mode)
             assert info.value.func == "aclrtEventElapsedTime" and "not completed" in info.value.detail
             monkeypatch.undo()
             session.synchronize()

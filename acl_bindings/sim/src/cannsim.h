@@ -120,6 +120,15 @@ typedef struct {                 /* aclCANNPackageVersion, 512 bytes (§1.1) */
    memory or run on stale addresses silently, the simulator answers this (cann-abi.md §8.5, §8.6). */
 #define CANNSIM_ERR_STALE_HANDLE 990101
 
+/* ---------------------------------------------------------------- simulator-only status codes
+ * Not CANN codes: where the device would corrupt memory silently, the simulator reports the
+ * misuse with one of these (and a message naming the rule).  Real CANN never returns them. */
+/* Memory that queued (not yet completed) stream work uses was freed or overwritten, or memory that
+   queued work writes was read, by a call that does not wait for stream work (aclrtFree,
+   aclrtFreeHost, aclrtMemcpy, aclrtMemset; cann-abi.md §8.4), or by work queued on another stream
+   (streams are ordered only by an event wait, which the simulator does not model). */
+#define CANNSIM_ERR_QUEUED_WORK 908401
+
 /* ---------------------------------------------------------------- simulator object layouts */
 #define CANNSIM_MAX_DIMS 25      /* generous cap on tensor rank accepted by aclCreateTensor */
 
@@ -215,14 +224,23 @@ CANNSIM_API int cannsim_device_range(const void *p, uint64_t n, const void **bas
 
 /* A task to run on a stream.  run returns 0 or an error code (and may write a message). */
 typedef int (*cannsim_task_fn)(void *arg, char *msg, size_t msglen);
+/* A byte range a task uses: [p, p+n) inside one live allocation (device or pinned host), written
+   by the task when write is non-zero (else only read). */
+typedef struct {
+    const void *p;
+    uint64_t n;
+    int write;
+} cannsim_ref;
 /* Enqueue a kernel task on `stream` (NULL = default stream of the calling thread's current
-   context).  refs are pointers inside live allocations the task uses: aclrtFree refuses to free
-   them while the task is pending.  The task is run at once (default) or at synchronisation
-   (deferred mode).  On success the task owns arg (destroy(arg) is called after it ran or was
-   discarded); on failure the caller keeps it.  Returns 0 or a runtime code with the message set
-   (prefixed by func).  Do not hold the lock. */
+   context).  refs are the ranges the task uses (entries with p == NULL or n == 0 are skipped, at
+   most 4): until the task completes, freeing or overwriting them, or reading what it writes, is
+   refused with CANNSIM_ERR_QUEUED_WORK.  The task runs on the stream's worker thread after this
+   call returns (default), before it returns (synchronous mode), or only once a synchronisation
+   asks for it (deferred mode).  On success the task owns arg (destroy(arg) is called after it ran
+   or was discarded); on failure the caller keeps it.  Returns 0 or a runtime code with the
+   message set (prefixed by func).  Do not hold the lock. */
 CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_task_fn run,
-                               void (*destroy)(void *), void *arg, const void *const *refs, int nrefs);
+                               void (*destroy)(void *), void *arg, const cannsim_ref *refs, int nrefs);
 
 /* ---------------------------------------------------------------- internal API (libnnopbase) */
 /* Create and register an executor referring to io's handles; NULL with message on failure. */

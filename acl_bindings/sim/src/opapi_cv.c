@@ -211,7 +211,7 @@ static int overlap(const char *a, uint64_t na, const char *b, uint64_t nb) {
 
 /* Validate both tensors' memory (and the workspace, if given) under the lock. */
 static int check_memory(const char *func, const aclTensor *go, const aclTensor *gi, const void *ws, uint64_t wsn,
-                        const void *refs[3]) {
+                        cannsim_ref refs[3]) {
     const char *glo, *ilo;
     uint64_t gb, ib;
     char why[400];
@@ -239,9 +239,9 @@ static int check_memory(const char *func, const aclTensor *go, const aclTensor *
         }
     }
     if (refs) {
-        refs[0] = gb ? glo : NULL;
-        refs[1] = ib ? ilo : NULL;
-        refs[2] = ws;
+        refs[0] = (cannsim_ref){glo, gb, 0}; /* gradOut is read, gradInput and the workspace written */
+        refs[1] = (cannsim_ref){ilo, ib, 1};
+        refs[2] = (cannsim_ref){ws, ws ? wsn : 0, 1};
     }
 out:
     cannsim_unlock();
@@ -420,7 +420,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackward(void *workspace, uin
         }
     }
     const aclTensor *go = &snap.in[0], *gi = &snap.out[0];
-    const void *refs[3];
+    cannsim_ref refs[3];
     if ((rc = check_memory(P2, go, gi, snap.workspace_size ? workspace : NULL, workspaceSize, refs))) goto fail;
 
     op_data od;

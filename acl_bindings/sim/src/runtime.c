@@ -1,7 +1,8 @@
 /*
  * runtime.c - simulated CANN runtime (built as libascendcl.so, or libacl_rt.so for the variant
  * tree): init/finalize, the thread-local recent-error message, devices, contexts, streams with
- * task queues, events, device/host memory, plus the simulator's own accounting, fault injection
+ * task queues run by a worker thread each, events, device/host memory, plus the simulator's own
+ * accounting, fault injection
  * and internal helpers used by libnnopbase and the operator library.
  *
  * Prototypes, codes and enum values: /work/shared/cann-abi.md §1.1, §2, §3.  Where the notes do
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -460,29 +462,46 @@ typedef struct ctx {
     stream_t *defstream;
 } ctx_t;
 
+typedef struct {
+    uintptr_t lo;  /* [lo, lo+n) */
+    uint64_t n;
+    int write;     /* the task writes it (else it only reads it) */
+} task_ref;
+
 struct task {
     task_t *next;
     uint64_t seq;
+    const char *origin;    /* the API function that queued it */
     cannsim_task_fn run;
     void (*destroy)(void *);
     void *arg;
     int64_t delay_left_ns; /* simulated device time still to spend before running */
     int nrefs;
-    uintptr_t refs[4];     /* bases of allocations (device or pinned host) the task uses */
+    task_ref refs[4];      /* memory the task uses, until it completes */
 };
 
+/* Each stream's work runs on its own worker thread (started at the first task), in queue order, as
+   on a device: an API call that queues work returns before it ran.  The queue is protected by g_mu;
+   the worker releases the lock while it runs a task. */
 struct stream {
     uint64_t serial;
     int dev;
     int is_default;
     int dying;   /* removed from the registries; being destroyed */
     int dead;    /* destroyed; freed when pins reach 0 */
-    int draining;
+    int draining; /* the head task is being run (by the worker, or inline when no worker could start) */
     int pins;
     task_t *head, *tail;
     uint64_t next_seq;
+    uint64_t release_upto; /* deferred mode: tasks with seq <= this may run */
     int err;
     char errmsg[512];
+    pthread_t worker;
+    int has_worker;   /* a worker thread exists (started, not yet joined) */
+    int joining;      /* a thread is joining the worker (the lock is released meanwhile) */
+    int stop;         /* the worker exits once nothing is runnable */
+    atomic_int abort; /* process exit: the worker leaves the rest of the queue */
+    pthread_cond_t wake; /* the worker waits here for work */
     stream_t *gnext, *gprev; /* list of all not-yet-freed streams */
 };
 
@@ -514,7 +533,12 @@ static uint64_t g_cap;
 static device_t *g_dev;
 static uint64_t g_serial;
 static stream_t *g_stream_list;
-static atomic_int g_defer;
+/* When queued work runs.  ASYNC (default): on the stream's worker, after the call that queued it
+   returned, as a device does.  SYNC (CANN_SIM_SYNC=1, for debugging): the call that queues work waits
+   until it completed.  DEFER (CANN_SIM_DEFER=1): only once a synchronisation asks for it, so that
+   every read, free or overwrite before a sync is caught. */
+enum { MODE_ASYNC = 0, MODE_DEFER = 1, MODE_SYNC = 2 };
+static atomic_int g_mode;
 static atomic_int g_delay_ms;
 
 static const char *const k_kinds[] = {"device_buffer", "host_buffer", "tensor", "int_array",
@@ -542,7 +566,12 @@ static stream_t *stream_new(int dev, int is_default) {
     s->dev = dev;
     s->is_default = is_default;
     s->next_seq = 1;
+    if (pthread_cond_init(&s->wake, NULL)) {
+        free(s);
+        return NULL;
+    }
     if (pset_add(&g_all_streams, s)) {
+        pthread_cond_destroy(&s->wake);
         free(s);
         return NULL;
     }
@@ -566,12 +595,13 @@ static void stream_unlink_free(stream_t *s) {
         s->head = t->next;
         task_free(t);
     }
+    pthread_cond_destroy(&s->wake);
     free(s);
 }
 
 static void stream_unpin(stream_t *s) {
     s->pins--;
-    if (s->dead && s->pins == 0 && !s->draining) stream_unlink_free(s);
+    if (s->dead && s->pins == 0 && !s->draining && !s->has_worker) stream_unlink_free(s);
 }
 
 static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec; }
@@ -585,14 +615,13 @@ static struct timespec ns_ts(int64_t ns) {
     return t;
 }
 
-/* Spend the task's simulated device time, then run it.  Returns -1 if the deadline (absolute ns,
-   <0 = none) passed first, otherwise the task's result.  Called without the lock. */
-static int run_task(task_t *t, int64_t deadline, char *msg, size_t msglen) {
+/* Spend the task's simulated device time, then run it.  Returns -1 if the stream was aborted (process
+   exit) first, otherwise the task's result.  Called without the lock. */
+static int run_task(stream_t *s, task_t *t, char *msg, size_t msglen) {
     while (t->delay_left_ns > 0) {
+        if (atomic_load(&s->abort)) return -1;
         int64_t now = now_ns();
-        if (deadline >= 0 && now >= deadline) return -1;
         int64_t step = t->delay_left_ns < 1000000 ? t->delay_left_ns : 1000000; /* 1 ms slices */
-        if (deadline >= 0 && deadline - now < step) step = deadline - now;
         struct timespec st = ns_ts(step);
         nanosleep(&st, NULL);
         int64_t spent = now_ns() - now;
@@ -601,38 +630,18 @@ static int run_task(task_t *t, int64_t deadline, char *msg, size_t msglen) {
     return t->run ? t->run(t->arg, msg, msglen) : 0;
 }
 
-/* Run the stream's tasks with seq <= upto, in order (lock held on entry and exit; released while
-   a task runs).  Returns 0, or 1 if the deadline (absolute monotonic ns, <0 = none) passed. */
-static int drain_locked(stream_t *s, uint64_t upto, int64_t deadline) {
-    int rc = 0;
-    s->pins++;
-    for (;;) {
-        task_t *t = s->head;
-        if (!t || t->seq > upto) break;
-        if (s->draining) { /* another thread is running this stream's head task */
-            if (deadline >= 0) {
-                struct timespec dl = ns_ts(deadline);
-                if (pthread_cond_timedwait(&g_cv, &g_mu, &dl) == ETIMEDOUT && s->draining) {
-                    rc = 1;
-                    break;
-                }
-            } else {
-                pthread_cond_wait(&g_cv, &g_mu);
-            }
-            continue;
-        }
-        s->draining = 1;
-        pthread_mutex_unlock(&g_mu);
-        char msg[400];
-        msg[0] = 0;
-        int r = run_task(t, deadline, msg, sizeof msg);
-        pthread_mutex_lock(&g_mu);
-        s->draining = 0;
-        if (r == -1) {
-            pthread_cond_broadcast(&g_cv);
-            rc = 1;
-            break;
-        }
+/* Run the stream's head task (lock held on entry and exit; released while it runs), then remove it
+   and record its error.  An aborted task stays queued. */
+static void step_locked(stream_t *s) {
+    task_t *t = s->head;
+    s->draining = 1;
+    pthread_mutex_unlock(&g_mu);
+    char msg[400];
+    msg[0] = 0;
+    int r = run_task(s, t, msg, sizeof msg);
+    pthread_mutex_lock(&g_mu);
+    s->draining = 0;
+    if (r != -1) {
         s->head = t->next;
         if (!s->head) s->tail = NULL;
         if (r != 0 && s->err == 0) {
@@ -640,45 +649,208 @@ static int drain_locked(stream_t *s, uint64_t upto, int64_t deadline) {
             snprintf(s->errmsg, sizeof s->errmsg, "%s", msg[0] ? msg : "task failed");
         }
         task_free(t);
-        pthread_cond_broadcast(&g_cv);
+    }
+    pthread_cond_broadcast(&g_cv);
+}
+
+static int runnable(const stream_t *s, const task_t *t) {
+    return t && !s->draining && !atomic_load(&s->abort) &&
+           (atomic_load(&g_mode) != MODE_DEFER || t->seq <= s->release_upto);
+}
+
+static void *worker_main(void *arg) {
+    stream_t *s = arg;
+    pthread_mutex_lock(&g_mu);
+    for (;;) {
+        if (runnable(s, s->head)) step_locked(s);
+        else if (s->stop) break;
+        else pthread_cond_wait(&s->wake, &g_mu);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return NULL;
+}
+
+static atomic_int g_workers; /* worker threads started and not yet joined */
+
+/* Start the stream's worker if it has none (lock held).  Returns 0, or -1 if no thread could start. */
+static int ensure_worker(stream_t *s) {
+    if (s->has_worker) return 0;
+    if (s->dead) return -1;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are for the application's threads */
+    s->stop = 0;
+    int e = pthread_create(&s->worker, NULL, worker_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) return -1;
+    s->has_worker = 1;
+    atomic_fetch_add(&g_workers, 1);
+    return 0;
+}
+
+/* Stop and join the stream's worker (lock held on entry and exit; released while joining).  The
+   worker first runs whatever is runnable.  The caller keeps s alive (not dead). */
+static void stop_worker_locked(stream_t *s) {
+    while (s->joining) pthread_cond_wait(&g_cv, &g_mu);
+    if (!s->has_worker) return;
+    s->joining = 1;
+    s->stop = 1;
+    pthread_cond_signal(&s->wake);
+    pthread_t th = s->worker;
+    pthread_mutex_unlock(&g_mu);
+    pthread_join(th, NULL);
+    pthread_mutex_lock(&g_mu);
+    s->has_worker = 0;
+    s->joining = 0;
+    s->stop = 0;
+    atomic_fetch_sub(&g_workers, 1);
+    pthread_cond_broadcast(&g_cv);
+}
+
+/* Stop and join every worker (lock held; released while joining). */
+static void stop_all_workers_locked(void) {
+    for (;;) {
+        stream_t *s = g_stream_list;
+        while (s && !s->has_worker) s = s->gnext;
+        if (!s) return;
+        stop_worker_locked(s);
+    }
+}
+
+/* Let the stream's tasks with seq <= upto run, and wait until they completed (lock held on entry
+   and exit; released while waiting).  Returns 0, or 1 if the deadline (absolute monotonic ns, <0 =
+   none) passed first: the work then stays queued and goes on running. */
+static int drain_locked(stream_t *s, uint64_t upto, int64_t deadline) {
+    int rc = 0;
+    s->pins++;
+    if (upto > s->next_seq - 1) upto = s->next_seq - 1;
+    if (upto > s->release_upto) s->release_upto = upto;
+    if (s->has_worker) pthread_cond_signal(&s->wake);
+    while (s->head && s->head->seq <= upto) {
+        if (!s->has_worker && ensure_worker(s)) { /* no thread could start: run the task here */
+            if (!s->draining && !atomic_load(&s->abort)) {
+                step_locked(s);
+                continue;
+            }
+        } else if (s->has_worker) {
+            pthread_cond_signal(&s->wake);
+        }
+        if (deadline >= 0) {
+            struct timespec dl = ns_ts(deadline);
+            if (pthread_cond_timedwait(&g_cv, &g_mu, &dl) == ETIMEDOUT) {
+                if (s->head && s->head->seq <= upto) rc = 1;
+                break;
+            }
+        } else {
+            pthread_cond_wait(&g_cv, &g_mu);
+        }
     }
     stream_unpin(s);
     return rc;
 }
 
-static task_t *enqueue_locked(stream_t *s, cannsim_task_fn run, void (*destroy)(void *), void *arg,
-                              const uintptr_t *refs, int nrefs, int64_t delay_ns) {
+/* Start a task just queued with sequence number seq, as the mode says (lock held; in synchronous
+   mode released while waiting for it). */
+static void start_locked(stream_t *s, uint64_t seq) {
+    int mode = atomic_load(&g_mode);
+    if (mode == MODE_DEFER) return; /* it runs when a synchronisation asks for it */
+    if (mode == MODE_SYNC || ensure_worker(s)) drain_locked(s, seq, -1);
+    else pthread_cond_signal(&s->wake);
+}
+
+static task_t *enqueue_locked(stream_t *s, const char *origin, cannsim_task_fn run, void (*destroy)(void *),
+                              void *arg, const task_ref *refs, int nrefs, int64_t delay_ns) {
     task_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->seq = s->next_seq++;
+    t->origin = origin;
     t->run = run;
     t->destroy = destroy;
     t->arg = arg;
     t->delay_left_ns = delay_ns;
     for (int i = 0; i < nrefs && i < 4; i++)
-        if (refs[i]) t->refs[t->nrefs++] = refs[i];
+        if (refs[i].lo && refs[i].n) t->refs[t->nrefs++] = refs[i];
     if (s->tail) s->tail->next = t;
     else s->head = t;
     s->tail = t;
     return t;
 }
 
-/* Which live stream (if any) has a pending task that uses the allocation at base? (lock held) */
-static stream_t *pending_user(uintptr_t base) {
+/* A task still queued (or running) on any stream but `except` that uses [p, p+n) (only a task that
+   writes it, when writers_only); *on receives its stream.  Lock held. */
+static const task_t *queued_use_except(const stream_t *except, const void *p, uint64_t n, int writers_only,
+                                       const stream_t **on) {
+    uintptr_t lo = (uintptr_t)p;
+    if (!n) return NULL;
     for (stream_t *s = g_stream_list; s; s = s->gnext)
-        for (task_t *t = s->head; t; t = t->next)
-            for (int i = 0; i < t->nrefs; i++)
-                if (t->refs[i] == base) return s;
+        if (s != except)
+            for (task_t *t = s->head; t; t = t->next)
+            for (int i = 0; i < t->nrefs; i++) {
+                const task_ref *r = &t->refs[i];
+                if ((r->write || !writers_only) && r->lo < lo + n && lo < r->lo + r->n) {
+                    *on = s;
+                    return t;
+                }
+            }
     return NULL;
 }
 
-/* Destroy a stream that is no longer reachable through the registries (lock held). */
+static const task_t *queued_use(const void *p, uint64_t n, int writers_only, const stream_t **on) {
+    return queued_use_except(NULL, p, n, writers_only, on);
+}
+
+static void stream_name(const stream_t *s, char *buf, size_t len) {
+    if (s->is_default) snprintf(buf, len, "the default stream of device %d", s->dev);
+    else snprintf(buf, len, "stream %p", (void *)s);
+}
+
+/* Work about to be queued on s that uses memory that work queued on another stream writes (or, when
+   it writes, uses): the two are not ordered (CANN orders streams with aclrtStreamWaitEvent, which the
+   simulator does not model), so a device would race them.  Returns 0 or CANNSIM_ERR_QUEUED_WORK with
+   the message set.  Lock held. */
+static int cross_stream_race(const char *func, const stream_t *s, const task_ref *refs, int nrefs) {
+    for (int i = 0; i < nrefs; i++) {
+        if (!refs[i].lo) continue;
+        const stream_t *on;
+        const task_t *t = queued_use_except(s, (const void *)refs[i].lo, refs[i].n, !refs[i].write, &on);
+        if (!t) continue;
+        char mine[96], theirs[96];
+        stream_name(s, mine, sizeof mine);
+        stream_name(on, theirs, sizeof theirs);
+        return cannsim_fail(CANNSIM_ERR_QUEUED_WORK,
+                            "%s: work for %s %s %p, which work queued on %s (%s) %s and has not completed. Rule: "
+                            "work on two streams is not ordered (order it with an event, or synchronize the other "
+                            "stream first); a device would race the two silently (simulator-only code %d)",
+                            func, mine, refs[i].write ? "writes" : "reads", (void *)refs[i].lo, theirs, t->origin,
+                            refs[i].write ? "uses" : "writes", CANNSIM_ERR_QUEUED_WORK);
+    }
+    return 0;
+}
+
+/* The simulator-only error for a host-side memory call that would race queued work (lock held).
+   doing: "freeing", "overwriting" or "reading" p. */
+static int queued_work_error(const char *func, const void *p, const char *doing, const task_t *t,
+                             const stream_t *s) {
+    char where[96];
+    stream_name(s, where, sizeof where);
+    return cannsim_fail(CANNSIM_ERR_QUEUED_WORK,
+                        "%s: %s %p races work queued on %s (%s) that %s it and has not completed. Rule: %s "
+                        "does not wait for stream work, so memory that queued work uses must not be freed or "
+                        "overwritten, nor memory that it writes read, until that work completed: synchronize "
+                        "the stream first. A device would corrupt the memory silently (simulator-only code %d)",
+                        func, doing, p, where, t->origin, doing[0] == 'r' ? "writes" : "uses", func,
+                        CANNSIM_ERR_QUEUED_WORK);
+}
+
+/* Destroy a stream that is no longer reachable through the registries (lock held; released while
+   its queued work completes and its worker is joined). */
 static void stream_destroy_locked(stream_t *s) {
     s->dying = 1;
     pset_del(&g_all_streams, s);
     drain_locked(s, UINT64_MAX, -1);
+    stop_worker_locked(s);
     s->dead = 1;
-    if (s->pins == 0 && !s->draining) stream_unlink_free(s);
+    if (s->pins == 0 && !s->draining && !s->has_worker) stream_unlink_free(s);
 }
 
 static ctx_t *ctx_new(int dev, int is_default) {
@@ -897,6 +1069,7 @@ static aclError finalize_impl(const char *func, int by_reference, uint64_t *refC
         if (!todo) break;
         drain_locked(todo, UINT64_MAX, -1);
     }
+    stop_all_workers_locked();
     /* user streams */
     for (size_t i = 0; i < g_streams.cap; i++) {
         stream_t *s = (stream_t *)g_streams.slot[i];
@@ -1321,41 +1494,33 @@ out:
 }
 
 /* ====================================================================== task launching (for the op library) */
-static void ref_bases(const void *const *refs, int nrefs, uintptr_t *out, int *bad) {
-    *bad = -1;
-    for (int i = 0; i < nrefs && i < 4; i++) {
-        out[i] = 0;
-        if (!refs[i]) continue;
-        alloc_t *a = at_containing(&g_dmem, (uintptr_t)refs[i]);
-        if (!a) a = at_containing(&g_hmem, (uintptr_t)refs[i]);
-        if (a) out[i] = a->base;
-        else if (*bad < 0) *bad = i;
-    }
-}
-
 CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_task_fn run, void (*destroy)(void *),
-                               void *arg, const void *const *refs, int nrefs) {
+                               void *arg, const cannsim_ref *refs, int nrefs) {
     int rc = 0;
     pthread_mutex_lock(&g_mu);
     ctx_t *c = need_ctx(func, &rc);
     if (!c) goto out;
     stream_t *s = resolve_stream(func, stream, c, &rc);
     if (!s) goto out;
-    uintptr_t bases[4] = {0};
-    int bad;
-    if (nrefs > 4) nrefs = 4;
-    ref_bases(refs, nrefs, bases, &bad);
-    if (bad >= 0) {
-        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: buffer %p was freed while the launch was being prepared",
-                          func, refs[bad]);
-        goto out;
+    task_ref tr[4];
+    int n = 0;
+    for (int i = 0; i < nrefs && n < 4; i++) {
+        if (!refs[i].p || !refs[i].n) continue;
+        uintptr_t p = (uintptr_t)refs[i].p;
+        if (!at_containing(&g_dmem, p) && !at_containing(&g_hmem, p)) {
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "%s: buffer %p was freed while the launch was being prepared", func, refs[i].p);
+            goto out;
+        }
+        tr[n++] = (task_ref){p, refs[i].n, refs[i].write};
     }
-    task_t *t = enqueue_locked(s, run, destroy, arg, bases, nrefs, (int64_t)atomic_load(&g_delay_ms) * 1000000LL);
+    if ((rc = cross_stream_race(func, s, tr, n))) goto out;
+    task_t *t = enqueue_locked(s, func, run, destroy, arg, tr, n, (int64_t)atomic_load(&g_delay_ms) * 1000000LL);
     if (!t) {
         rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: out of host memory", func);
         goto out;
     }
-    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+    start_locked(s, t->seq);
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -1451,11 +1616,10 @@ CANNSIM_API aclError aclrtFree(void *devPtr) {
                           devPtr, a->dev, c->dev, a->dev);
         goto out;
     }
-    stream_t *user = pending_user(a->base);
+    const stream_t *on;
+    const task_t *user = queued_use((void *)a->base, a->size, 0, &on);
     if (user) {
-        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                          "aclrtFree: %p is still used by pending work on stream %p; synchronize first", devPtr,
-                          user->is_default ? NULL : (void *)user);
+        rc = queued_work_error("aclrtFree", devPtr, "freeing", user, on);
         goto out;
     }
     if (a->dev >= 0 && a->dev < g_ndev) g_dev[a->dev].used -= a->size;
@@ -1511,11 +1675,10 @@ CANNSIM_API aclError aclrtFreeHost(void *hostPtr) {
                               hostPtr);
         goto out;
     }
-    stream_t *user = pending_user(a->base);
+    const stream_t *on;
+    const task_t *user = queued_use((void *)a->base, a->size, 0, &on);
     if (user) {
-        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                          "aclrtFreeHost: %p is still used by pending work on stream %p; synchronize first", hostPtr,
-                          user->is_default ? NULL : (void *)user);
+        rc = queued_work_error("aclrtFreeHost", hostPtr, "freeing", user, on);
         goto out;
     }
     void *p = (void *)a->base;
@@ -1605,6 +1768,16 @@ CANNSIM_API aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, siz
     uintptr_t refs[2];
     int pinned;
     if ((rc = check_copy("aclrtMemcpy", dst, destMax, src, count, kind, refs, &pinned))) goto out;
+    const stream_t *on;
+    const task_t *user = queued_use(dst, count, 0, &on);
+    if (user) {
+        rc = queued_work_error("aclrtMemcpy", dst, "overwriting", user, on);
+        goto out;
+    }
+    if ((user = queued_use(src, count, 1, &on))) {
+        rc = queued_work_error("aclrtMemcpy", src, "reading", user, on);
+        goto out;
+    }
     if (count) memmove(dst, src, count); /* under the lock: nobody can free the buffers meanwhile */
 out:
     pthread_mutex_unlock(&g_mu);
@@ -1652,8 +1825,8 @@ CANNSIM_API aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src
     ct->src = src;
     ct->n = count;
     int host_src = kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_HOST_TO_HOST;
-    if (host_src && !pinned && count && atomic_load(&g_defer)) {
-        /* a pageable host source is read now, so freeing it before the sync cannot crash */
+    if (host_src && !pinned && count) {
+        /* a pageable host source is staged now (the caller may reuse or free it on return) */
         ct->owned = malloc(count);
         if (!ct->owned) {
             free(ct);
@@ -1663,13 +1836,18 @@ CANNSIM_API aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src
         memcpy(ct->owned, src, count);
         ct->src = ct->owned;
     }
-    task_t *t = enqueue_locked(s, copy_task_run, copy_task_free, ct, refs, 2, 0);
+    task_ref tr[2] = {{(uintptr_t)dst, count, 1}, {ct->owned ? 0 : (uintptr_t)src, count, 0}};
+    if ((rc = cross_stream_race("aclrtMemcpyAsync", s, tr, 2))) {
+        copy_task_free(ct);
+        goto out;
+    }
+    task_t *t = enqueue_locked(s, "aclrtMemcpyAsync", copy_task_run, copy_task_free, ct, tr, 2, 0);
     if (!t) {
         copy_task_free(ct);
         rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtMemcpyAsync: out of host memory");
         goto out;
     }
-    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+    start_locked(s, t->seq);
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -1698,6 +1876,12 @@ CANNSIM_API aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, s
     if (!c) goto out;
     uintptr_t base;
     if ((rc = check_memset("aclrtMemset", devPtr, maxCount, count, &base))) goto out;
+    const stream_t *on;
+    const task_t *user = queued_use(devPtr, count, 0, &on);
+    if (user) {
+        rc = queued_work_error("aclrtMemset", devPtr, "overwriting", user, on);
+        goto out;
+    }
     memset(devPtr, (unsigned char)value, count);
 out:
     pthread_mutex_unlock(&g_mu);
@@ -1733,14 +1917,19 @@ CANNSIM_API aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t val
         st->dst = devPtr;
         st->value = value;
         st->n = count;
-        t = enqueue_locked(s, set_task_run, free, st, &base, 1, 0);
+        task_ref tr = {(uintptr_t)devPtr, count, 1};
+        if ((rc = cross_stream_race("aclrtMemsetAsync", s, &tr, 1))) {
+            free(st);
+            goto out;
+        }
+        t = enqueue_locked(s, "aclrtMemsetAsync", set_task_run, free, st, &tr, 1, 0);
     }
     if (!t) {
         free(st);
         rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtMemsetAsync: out of host memory");
         goto out;
     }
-    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+    start_locked(s, t->seq);
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -1845,7 +2034,7 @@ CANNSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
         r->ev = e;
         r->serial = e->serial;
         r->gen = ++e->gen;
-        t = enqueue_locked(s, record_task_run, free, r, NULL, 0, 0);
+        t = enqueue_locked(s, "aclrtRecordEvent", record_task_run, free, r, NULL, 0, 0);
     }
     if (!t) {
         free(r);
@@ -1856,7 +2045,7 @@ CANNSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     e->stream = s;
     e->stream_serial = s->serial;
     e->seq = t->seq;
-    if (!atomic_load(&g_defer)) drain_locked(s, t->seq, -1);
+    start_locked(s, t->seq);
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -1932,9 +2121,25 @@ out:
 }
 
 /* ====================================================================== simulator controls and accounting */
-CANNSIM_API int cannsimSetDefer(int on) {
-    return atomic_exchange(&g_defer, on ? 1 : 0);
+/* Set when queued work runs (0 asynchronous, 1 deferred, 2 synchronous); returns the previous mode,
+   or -1 (mode unchanged) for another value. */
+CANNSIM_API int cannsimSetStreamMode(int mode) {
+    if (mode != MODE_ASYNC && mode != MODE_DEFER && mode != MODE_SYNC) return -1;
+    pthread_mutex_lock(&g_mu);
+    int previous = atomic_exchange(&g_mode, mode);
+    for (stream_t *s = g_stream_list; s; s = s->gnext) /* deferred work may have become runnable */
+        if (s->has_worker) pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&g_mu);
+    return previous;
 }
+
+/* Deferred mode on, or off (asynchronous); returns whether it was on. */
+CANNSIM_API int cannsimSetDefer(int on) {
+    return cannsimSetStreamMode(on ? MODE_DEFER : MODE_ASYNC) == MODE_DEFER;
+}
+
+/* Worker threads running now (one per stream that has queued work since it was created). */
+CANNSIM_API int cannsimWorkerThreads(void) { return atomic_load(&g_workers); }
 
 CANNSIM_API int cannsimSetDelay(int ms) {
     return atomic_exchange(&g_delay_ms, ms > 0 ? ms : 0);
@@ -2023,13 +2228,50 @@ static void write_report(void) {
     if (locked) pthread_mutex_unlock(&g_mu);
 }
 
-__attribute__((constructor)) static void cannsim_load(void) {
+/* fork: the child has none of the parent's worker threads; a stream's worker starts again there when
+   its work is next needed (the task a worker was running is run again from its start). */
+static void init_cv(void) {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g_cv, &ca);
     pthread_condattr_destroy(&ca);
-    atomic_store(&g_defer, env_flag("CANN_SIM_DEFER"));
+}
+static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
+static void fork_child(void) {
+    for (stream_t *s = g_stream_list; s; s = s->gnext) {
+        s->has_worker = s->joining = s->stop = s->draining = 0;
+        pthread_cond_init(&s->wake, NULL);
+    }
+    atomic_store(&g_workers, 0);
+    init_cv();
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* At exit: stop every worker (a task still in its simulated delay is abandoned) and join it.  Gives
+   up rather than hang if another thread holds the lock. */
+static void stop_workers_at_exit(void) {
+    int locked = 0;
+    for (int i = 0; i < 200 && !locked; i++) {
+        if (pthread_mutex_trylock(&g_mu) == 0) locked = 1;
+        else {
+            struct timespec st = {0, 1000000};
+            nanosleep(&st, NULL);
+        }
+    }
+    if (!locked) return;
+    for (stream_t *s = g_stream_list; s; s = s->gnext) atomic_store(&s->abort, 1);
+    stop_all_workers_locked();
+    pthread_mutex_unlock(&g_mu);
+}
+
+__attribute__((constructor)) static void cannsim_load(void) {
+    init_cv();
+    int defer = env_flag("CANN_SIM_DEFER"), sync = env_flag("CANN_SIM_SYNC");
+    if (defer && sync) fprintf(stderr, "cannsim: CANN_SIM_DEFER and CANN_SIM_SYNC are both set; using CANN_SIM_DEFER\n");
+    atomic_store(&g_mode, defer ? MODE_DEFER : sync ? MODE_SYNC : MODE_ASYNC);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     const char *d = getenv("CANN_SIM_DELAY_MS");
     if (d && *d) {
         char *end;
@@ -2050,4 +2292,7 @@ __attribute__((constructor)) static void cannsim_load(void) {
     }
 }
 
-__attribute__((destructor)) static void cannsim_unload(void) { write_report(); }
+__attribute__((destructor)) static void cannsim_unload(void) {
+    stop_workers_at_exit();
+    write_report();
+}

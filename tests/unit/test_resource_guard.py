@@ -1,0 +1,106 @@
+"""Close against use on the Python side: ``in_use`` methods and ``Resource.close()`` (no library needed)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from acl_bindings import ClosedError
+from acl_bindings._resource import Resource, in_use
+
+
+class _State:
+    def __init__(self) -> None:
+        self.in_call = False
+        self.released_during_use: list[bool] = []
+
+
+class Handle(Resource):
+    """A resource whose release records whether a use was still running."""
+
+    _what = "handle"
+
+    def __init__(self) -> None:
+        self.state = _State()
+        self._own(_release, self.state)  # (the finalizer must not hold self)
+
+    @property
+    def in_call(self) -> bool:
+        return self.state.in_call
+
+    @property
+    def released_during_use(self) -> list[bool]:
+        return self.state.released_during_use
+
+    @in_use
+    def use(self, until: threading.Event | None = None, other: Resource | None = None) -> str:
+        self.state.in_call = True
+        try:
+            if until is not None:
+                assert until.wait(30)
+            return "used"
+        finally:
+            self.state.in_call = False
+
+
+def _release(state: _State) -> None:
+    state.released_during_use.append(state.in_call)
+
+
+def _wait_for(condition: object, what: str) -> None:
+    for _ in range(3000):  # bounded: at most a few seconds
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_close_waits_for_a_use_in_progress_and_later_uses_are_refused() -> None:
+    h = Handle()
+    go_on = threading.Event()
+    user = threading.Thread(target=h.use, args=(go_on,))
+    user.start()
+    _wait_for(lambda: h.in_call, "the use started")
+    closer = threading.Thread(target=h.close)
+    closer.start()
+    _wait_for(lambda: h._closing, "the close started")
+    with pytest.raises(ClosedError, match="this handle is closed"):  # a new use, once the close began
+        h.use()
+    assert h.released_during_use == []  # not released while the first use runs
+    go_on.set()
+    user.join(30)
+    closer.join(30)
+    assert h.released_during_use == [False] and h.closed
+    with pytest.raises(ClosedError):
+        h.use()
+
+
+def test_an_argument_is_guarded_too() -> None:
+    h, arg = Handle(), Handle()
+    go_on = threading.Event()
+    user = threading.Thread(target=h.use, args=(go_on, arg))
+    user.start()
+    _wait_for(lambda: h.in_call, "the use started")
+    closer = threading.Thread(target=arg.close)
+    closer.start()
+    _wait_for(lambda: arg._closing, "the close started")
+    assert arg.released_during_use == [] and not arg.closed
+    go_on.set()
+    user.join(30)
+    closer.join(30)
+    assert arg.closed and arg.released_during_use == [False]
+    with pytest.raises(ClosedError):
+        h.use(other=arg)
+    h.close()
+
+
+def test_a_use_with_a_closed_argument_leaves_no_count_behind() -> None:
+    h, arg = Handle(), Handle()
+    arg.close()
+    with pytest.raises(ClosedError):
+        h.use(other=arg)
+    assert h._users == 0
+    h.close()
+    assert h.closed and h.released_during_use == [False]
