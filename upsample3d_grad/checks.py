@@ -37,8 +37,8 @@ from acl_bindings.enums import dtype_name
 
 __all__ = [
     "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
-    "normalize_scales", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES", "overlap_problem",
-    "check_output_memory",
+    "normalize_scales", "scale_triple", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES",
+    "overlap_problem", "check_output_memory",
 ]
 
 PHASE1 = "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"
@@ -123,6 +123,15 @@ def int_sequence(values: Any, param: str, func: str = PHASE1) -> list[int]:
         out.append(iv)
     return out
 
+
+
+def scale_triple(scales: Any) -> tuple[Any, Any, Any]:
+    """``(scalesD, scalesH, scalesW)`` from a sequence of three (161002 otherwise); values are checked later."""
+    try:
+        sd, sh, sw = scales
+    except (TypeError, ValueError):
+        raise AclnnParamError(161002, PHASE1, f"scales: expected 3 values, got {scales!r}") from None
+    return sd, sh, sw
 
 
 def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> tuple[float, float, float]:

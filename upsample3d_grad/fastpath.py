@@ -334,10 +334,7 @@ class PreparedCall:
             if not isinstance(arr, DeviceArray):
                 raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: a prepared call takes device arrays, "
                                                                     f"got {type(arr).__name__}")
-        try:
-            sd, sh, sw = scales
-        except (TypeError, ValueError):
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"scales: expected 3 values, got {scales!r}") from None
+        sd, sh, sw = checks.scale_triple(scales)
         with session._lock:
             session._check_open()
             self._check_array(grad_output, "gradOut")

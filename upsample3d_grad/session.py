@@ -505,7 +505,6 @@ class Session:
                                 strict=strict)
             if out is not None:
                 _check_out_memory(out)
-            sd, sh, sw = checks.normalize_scales(scales_d, scales_h, scales_w)
             owned: list[DeviceArray] = []
             result: ArrayLike
             try:
@@ -517,7 +516,7 @@ class Session:
                     gi = self._track(self._upload(out, layout, "gradInput", checks.PHASE1), owned)
                 else:
                     gi = self._track(self.empty(in_shape, go.dtype, layout), owned)
-                self._launch(go, output_size, input_size, (sd, sh, sw), gi)
+                self._launch(go, output_size, input_size, (scales_d, scales_h, scales_w), gi)
                 if isinstance(grad_output, DeviceArray) and out is None:
                     owned.remove(gi)
                     result = gi
@@ -579,8 +578,13 @@ class Session:
         return (n, d, h, w, c) if layout == "NDHWC" else (n, c, d, h, w)
 
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
-                scales: tuple[float, float, float], gi: DeviceArray) -> int:
-        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size."""
+                user_scales: Sequence[Optional[float]], gi: DeviceArray) -> int:
+        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size.
+
+        Every session call reaches the library here: *user_scales* are the caller's (None for
+        "not given"), converted once, in this one place, to the doubles CANN receives.
+        """
+        scales = checks.normalize_scales(*user_scales)
         plan: Optional[Plan] = None
         if self.use_plans:
             key = plan_key(go, gi, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), scales)
@@ -599,7 +603,7 @@ class Session:
         return size
 
     def timed_backward(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
-                       scales: tuple[float, float, float] = (0.0, 0.0, 0.0), *, out: DeviceArray,
+                       scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray,
                        repeat: int = 1) -> list[float]:
         """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
         with self._lock, self._active():  # plans and the workspace are shared with backward() on other threads
@@ -608,14 +612,15 @@ class Session:
                     raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: timed_backward takes device "
                                                                         f"arrays, got {type(arr).__name__}")
             self._check_device_arrays(grad_output, out)
-            checks.check_params(grad_output.spec(), output_size, input_size, *scales, out.spec())
+            sd, sh, sw = checks.scale_triple(scales)
+            cached_check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
             _check_out_memory(out)
             runs = int32_arg("repeat", repeat, 1, "a positive int (the number of timed runs)")
             times = []
             with Event(self.device) as start, Event(self.device) as end:
                 for _ in range(runs):
                     start.record(self.stream)
-                    self._launch(grad_output, output_size, input_size, scales, out)
+                    self._launch(grad_output, output_size, input_size, (sd, sh, sw), out)
                     end.record(self.stream)
                     end.synchronize()
                     times.append(end.elapsed_ms(start))

@@ -221,3 +221,18 @@ def test_property_simulator_equals_reference(session: Session, n: int, c: int, i
     got = session.backward(g, o, (n, c, *i), *args, layout=layout)
     want = reference.upsample_nearest_exact3d_backward(g, o, (n, c, *i), *args, layout=layout)
     _assert_close(got, want, _order_bound(g, o, (n, c, *i), args, layout))
+
+
+@pytest.mark.filterwarnings("ignore::upsample3d_grad.checks.MixedScalesWarning")
+@pytest.mark.parametrize("scales", [(None, None, None), (2, 2, 2), (2.0, None, 2.0)])
+def test_every_path_accepts_the_same_scales(no_leaks: None, session: Session,
+                                            scales: tuple[float | None, float | None, float | None]) -> None:
+    """backward, prepare and timed_backward take the same scales (None, ints, a mixed set) and agree."""
+    g = np.arange(1, 65, dtype=np.float32).reshape(1, 1, 4, 4, 4)
+    args = ((4, 4, 4), (1, 1, 2, 2, 2))
+    want = session.backward(g, *args, *scales)
+    with session.upload(g) as go, session.empty((1, 1, 2, 2, 2)) as out:
+        assert len(session.timed_backward(go, *args, scales, out=out)) == 1  # type: ignore[arg-type]
+        np.testing.assert_array_equal(out.download(), want)
+        with session.prepare(go, *args, scales, out=out) as call:
+            np.testing.assert_array_equal(call().download(), want)
