@@ -30,6 +30,7 @@ from enum import IntEnum
 from typing import Any, Callable
 
 from . import _config, _loader
+from ._codes import ACLNN_ERR_INNER_NULLPTR
 from ._resource import Resource
 from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, ClosedError, LibraryNotFoundError
@@ -39,7 +40,6 @@ __all__ = ["lib", "Lib", "LeanHandle", "lean_types", "MissingSymbolError", "rece
            "raise_for_status", "null_handle_error"]
 
 _log = logging.getLogger("acl_bindings")
-_NULL_HANDLE_CODE = 561103  # ACLNN_ERR_INNER_NULLPTR: a constructor gave NULL
 _OPAQUE = (aclTensor_p, aclIntArray_p, aclOpExecutor_p)
 _BYREF = type(ctypes.byref(ctypes.c_int()))
 
@@ -97,7 +97,7 @@ def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:
 
 def null_handle_error(func: str) -> AclError:
     """The error of a handle constructor *func* that returned NULL (code 561103)."""
-    return AclError.from_status(_NULL_HANDLE_CODE, func, recent_error_message() or f"{func} returned NULL")
+    return AclError.from_status(ACLNN_ERR_INNER_NULLPTR, func, recent_error_message() or f"{func} returned NULL")
 
 
 def _check_handle(result: Any, func: Any, args: tuple[Any, ...]) -> Any:

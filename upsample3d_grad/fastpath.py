@@ -50,12 +50,12 @@ from ctypes import byref, c_double, c_int64, c_size_t, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from acl_bindings import AclError, ClosedError, DeviceBuffer, IntArray, Tensor, lib
-from acl_bindings._lib import recent_error_message
+from acl_bindings._lib import null_handle_error, raise_for_status, recent_error_message
 from acl_bindings._resource import releases_allowed
 
 from . import checks
 from ._api import OP
-from .plans import plan_storage
+from .plans import borrowed_tensor
 
 if TYPE_CHECKING:
     from .session import DeviceArray, Session
@@ -63,7 +63,6 @@ if TYPE_CHECKING:
 __all__ = ["PreparedCall", "cached_check_params", "conforms"]
 
 _log = logging.getLogger("upsample3d_grad")
-_NULL_HANDLE = 561103  # ACLNN_ERR_INNER_NULLPTR (cann-abi.md §3.5): a constructor returned NULL
 
 # ---------------------------------------------------------------------------------------------
 # Lean function objects
@@ -118,14 +117,6 @@ def _lean() -> _Fns:
     if _fns is None:
         _fns = _Fns()
     return _fns
-
-
-def _status_error(code: int, func: str) -> AclError:
-    return AclError.from_status(int(code), func, recent_error_message())
-
-
-def _null_error(func: str) -> AclError:
-    return AclError.from_status(_NULL_HANDLE, func, recent_error_message() or f"{func} returned NULL")
 
 
 def _as_void_p(handle: Any) -> c_void_p:
@@ -253,7 +244,7 @@ class _Leftovers:
             if rc and not first:
                 first, name = rc, entry[0]
         if first:
-            raise _status_error(first, name)
+            raise_for_status(first, name)
 
 
 def _release_leftovers(fns: _Fns, left: _Leftovers, device: Any) -> None:
@@ -391,11 +382,8 @@ class PreparedCall:
         go, gi = self._go, self._gi
         # a plan's own storage description, as the Session's plans (upsample3d_grad.plans: the op cache);
         # one at a time: when a later one fails, the earlier ones are already ours to close (and retry)
-        storage = plan_storage if plan else tuple
-        self._tensors = (Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                                storage_dims=storage(go.tensor.storage_dims), address=go.buffer.ptr),)
-        self._tensors += (Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                                 storage_dims=storage(gi.tensor.storage_dims), address=gi.buffer.ptr),)
+        self._tensors = (borrowed_tensor(go, plan),)
+        self._tensors += (borrowed_tensor(gi, plan),)
         self._arrays = (IntArray(self.output_size),)
         self._arrays += (IntArray(self.input_size),)
         # the executor keeps the tensors and arrays it refers to alive (if the call is dropped unclosed)
@@ -444,10 +432,8 @@ class PreparedCall:
         try:
             with self._device.active():
                 # one at a time: when a later one fails, the earlier ones are in *made* to close (and retry)
-                made.append(Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                                   storage_dims=plan_storage(go.tensor.storage_dims), address=go.buffer.ptr))
-                made.append(Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                                   storage_dims=plan_storage(gi.tensor.storage_dims), address=gi.buffer.ptr))
+                made.append(borrowed_tensor(go))
+                made.append(borrowed_tensor(gi))
                 tensors = (made[0], made[1])
                 made.append(IntArray(self.output_size))
                 made.append(IntArray(self.input_size))
@@ -568,12 +554,12 @@ class PreparedCall:
             if is_input:
                 rc = f.aclSetInputTensorAddr(self._ex, _ZERO, self._t_go, c_void_p(ptr))
                 if rc:
-                    raise _status_error(rc, "aclSetInputTensorAddr")
+                    raise_for_status(rc, "aclSetInputTensorAddr")
                 self._tensors[0].address = ptr
             else:
                 rc = f.aclSetOutputTensorAddr(self._ex, _ZERO, self._t_gi, c_void_p(ptr))
                 if rc:
-                    raise _status_error(rc, "aclSetOutputTensorAddr")
+                    raise_for_status(rc, "aclSetOutputTensorAddr")
                 self._tensors[1].address = ptr
         args.set_address(ptr)
         if is_input:
@@ -603,12 +589,12 @@ class PreparedCall:
         f = self._fns
         rc = f.phase2(self._ws_ptr, self._size, self._ex, self._stream)
         if rc:
-            raise _status_error(rc, OP.phase2_name)
+            raise_for_status(rc, OP.phase2_name)
         if self.sync:
             rc = f.aclrtSynchronizeStream(self._stream)
             if rc:
                 self.session._pending = True
-                raise _status_error(rc, "aclrtSynchronizeStream")
+                raise_for_status(rc, "aclrtSynchronizeStream")
         else:
             self.session._pending = True
 
@@ -637,19 +623,19 @@ class PreparedCall:
             cells[0] = create_tensor(*go_args.args)
             try:
                 if not cells[0]:
-                    raise _null_error("aclCreateTensor")
+                    raise null_handle_error("aclCreateTensor")
                 cells[1] = create_tensor(*gi_args.args)
                 if not cells[1]:
-                    raise _null_error("aclCreateTensor")
+                    raise null_handle_error("aclCreateTensor")
                 cells[2] = create_array(osz, n_osz)
                 if not cells[2]:
-                    raise _null_error("aclCreateIntArray")
+                    raise null_handle_error("aclCreateIntArray")
                 cells[3] = create_array(isz, n_isz)
                 if not cells[3]:
-                    raise _null_error("aclCreateIntArray")
+                    raise null_handle_error("aclCreateIntArray")
                 rc = phase1(cells[0], cells[2], cells[3], sd, sh, sw, cells[1], size_ref, ex_ref)
                 if rc:
-                    raise _status_error(rc, OP.phase1_name)
+                    raise_for_status(rc, OP.phase1_name)
                 if ex:
                     size = size_out.value
                     if size > self._ws_cap:
@@ -664,12 +650,12 @@ class PreparedCall:
                     # the statement of the call
                     ex.value, rc = None, phase2(self._ws_ptr if size else None, size_out, c_void_p(ex.value), stream)
                     if rc:
-                        raise _status_error(rc, OP.phase2_name)
+                        raise_for_status(rc, OP.phase2_name)
                     if sync:
                         rc = synchronize(stream)
                         if rc:
                             session._pending = True
-                            raise _status_error(rc, "aclrtSynchronizeStream")
+                            raise_for_status(rc, "aclrtSynchronizeStream")
                     else:
                         session._pending = True
                 done = True
@@ -691,9 +677,9 @@ class PreparedCall:
                         recent_error_message()  # another error is being raised: this one's message must not linger
             # reached only when nothing above raised: a refused destroy is then the error to report
             if r1 or r2:
-                raise _status_error(r1 or r2, "aclDestroyIntArray")
+                raise_for_status(r1 or r2, "aclDestroyIntArray")
             if r3 or r4:
-                raise _status_error(r3 or r4, "aclDestroyTensor")
+                raise_for_status(r3 or r4, "aclDestroyTensor")
 
         return run
 

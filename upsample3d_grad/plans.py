@@ -25,7 +25,7 @@ turns plans off, and tests/npu compares both paths on hardware.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from acl_bindings import AclError, Executor, IntArray, Tensor
 
@@ -34,16 +34,27 @@ from ._api import OP
 if TYPE_CHECKING:
     from .session import DeviceArray
 
-__all__ = ["Plan", "PlanCache", "plan_key", "plan_storage"]
+__all__ = ["ExecutorPlan", "PlanCache", "PlanKey", "plan_key", "plan_storage", "borrowed_tensor"]
 
-PlanKey = tuple[Any, ...]
+
+class PlanKey(NamedTuple):
+    """Everything phase 1 depends on, except the device addresses (the storage dims too, as nnopbase's op cache)."""
+
+    grad_out: tuple[Any, ...]
+    grad_in: tuple[Any, ...]
+    output_size: tuple[int, ...]
+    input_size: tuple[int, ...]
+    scales: tuple[float, float, float]
+
+
+def _array_key(arr: DeviceArray) -> tuple[Any, ...]:
+    return (arr.shape, arr.dtype.str, arr.layout, arr.strides, arr.offset, arr.tensor.storage_dims)
 
 
 def plan_key(go: DeviceArray, gi: DeviceArray, output_size: tuple[int, ...], input_size: tuple[int, ...],
              scales: tuple[float, float, float]) -> PlanKey:
-    """Everything phase 1 depends on, except the device addresses (the storage dims too, as nnopbase's op cache)."""
-    return (go.shape, go.dtype.str, go.layout, go.strides, go.offset, gi.shape, gi.dtype.str, gi.layout, gi.strides,
-            gi.offset, output_size, input_size, scales, go.tensor.storage_dims, gi.tensor.storage_dims)
+    """The :class:`PlanKey` of one call."""
+    return PlanKey(_array_key(go), _array_key(gi), output_size, input_size, scales)
 
 
 def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -51,13 +62,15 @@ def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
     return (1, *storage_dims)
 
 
-def _borrowed_tensor(arr: DeviceArray) -> Tensor:
-    # the array's whole buffer (cann-abi.md §8.1), in the plan's own description
+def borrowed_tensor(arr: DeviceArray, plan: bool = True) -> Tensor:
+    """An aclTensor over *arr*'s memory, which it does not own: the array's whole buffer (cann-abi.md §8.1),
+    in a plan's own storage description when *plan* (see the module doc), else the array's."""
+    storage = plan_storage(arr.tensor.storage_dims) if plan else tuple(arr.tensor.storage_dims)
     return Tensor(arr.shape, arr.dtype, strides=arr.strides, offset=arr.offset, format=arr.tensor.format,
-                  storage_dims=plan_storage(arr.tensor.storage_dims), address=arr.buffer.ptr)
+                  storage_dims=storage, address=arr.buffer.ptr)
 
 
-class Plan:
+class ExecutorPlan:
     """Phase 1 of one call shape, with a repeatable executor (build with :meth:`PlanCache.get`)."""
 
     def __init__(self, go: DeviceArray, gi: DeviceArray, output_size: tuple[int, ...], input_size: tuple[int, ...],
@@ -67,8 +80,8 @@ class Plan:
         self.arrays: tuple[IntArray, ...] = ()
         self.executor: Optional[Executor] = None
         try:  # a failure at any step releases what the earlier steps created
-            self.go_tensor = _borrowed_tensor(go)
-            self.gi_tensor = _borrowed_tensor(gi)
+            self.go_tensor = borrowed_tensor(go)
+            self.gi_tensor = borrowed_tensor(gi)
             self.arrays = (IntArray(output_size),)
             self.arrays += (IntArray(input_size),)
             self.workspace_size, self.executor = OP.get_workspace_size(
@@ -123,13 +136,14 @@ class PlanCache:
         self.capacity = capacity
         self.refused_capacity = refused_capacity
         self.retry_after = retry_after
-        self.plans: OrderedDict[PlanKey, Plan] = OrderedDict()
+        self.plans: OrderedDict[PlanKey, ExecutorPlan] = OrderedDict()
         self.refused: OrderedDict[PlanKey, int] = OrderedDict()
         self.last_refusal: Optional[str] = None
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: PlanKey, build: Callable[[], Plan], before_evict: Callable[[], None]) -> Optional[Plan]:
+    def get(self, key: PlanKey, build: Callable[[], ExecutorPlan],
+            before_evict: Callable[[], None]) -> Optional[ExecutorPlan]:
         """The plan for *key*, or None when this call must run one-shot (the library refused a plan)."""
         plan = self.plans.get(key)
         if plan is not None:

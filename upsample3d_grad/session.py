@@ -49,7 +49,7 @@ from acl_bindings._types import index_arg, int32_arg
 from . import checks
 from ._api import OP
 from .fastpath import PreparedCall, cached_check_params
-from .plans import Plan, PlanCache, plan_key
+from .plans import ExecutorPlan, PlanCache, plan_key
 from .torch_interop import host_view, is_tensor
 
 __all__ = ["Session", "DeviceArray"]
@@ -585,10 +585,11 @@ class Session:
         "not given"), converted once, in this one place, to the doubles CANN receives.
         """
         scales = checks.normalize_scales(*user_scales)
-        plan: Optional[Plan] = None
+        plan: Optional[ExecutorPlan] = None
         if self.use_plans:
             key = plan_key(go, gi, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), scales)
-            plan = self.plans.get(key, lambda: Plan(go, gi, key[10], key[11], scales), self._sync_if_pending)
+            plan = self.plans.get(key, lambda: ExecutorPlan(go, gi, key.output_size, key.input_size, key.scales),
+                                  self._sync_if_pending)
         if plan is not None:
             size = plan.run(go, gi, self.workspace, self.stream)
             self.last_path = "plan"
