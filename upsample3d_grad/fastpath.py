@@ -49,7 +49,7 @@ from collections import OrderedDict
 from ctypes import byref, c_double, c_int64, c_size_t, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from acl_bindings import AclError, ClosedError, DeviceBuffer, IntArray, Tensor, lib
+from acl_bindings import AclError, ClosedError, DeviceBuffer, IntArray, Tensor, dtype_to_acl, lib
 from acl_bindings._lib import null_handle_error, raise_for_status, recent_error_message
 from acl_bindings._resource import releases_allowed
 
@@ -194,12 +194,12 @@ class _TensorArgs:
     def __init__(self, arr: DeviceArray) -> None:
         self.dims = _c_array(arr.shape)
         self.ndim = c_uint64(len(arr.shape))
-        self.dtype = int(arr.tensor.acl_dtype)  # C int (enums are ints, cann-abi.md §2): passed as a Python int
+        self.dtype = int(dtype_to_acl(arr.dtype))  # C int (enums are ints, cann-abi.md §2): passed as a Python int
         self.strides = _c_array(arr.strides)
         self.offset = c_int64(arr.offset)
-        self.format = int(arr.tensor.format)  # C int (aclFormat)
-        self.storage = _c_array(arr.tensor.storage_dims)
-        self.nstorage = c_uint64(len(arr.tensor.storage_dims))
+        self.format = int(arr.acl_format)  # C int (aclFormat)
+        self.storage = _c_array(arr.storage_dims)
+        self.nstorage = c_uint64(len(arr.storage_dims))
         self.set_address(arr.buffer.ptr)
 
     def set_address(self, address: int) -> None:
@@ -544,11 +544,11 @@ class PreparedCall:
             self._explain_rebind(arr, is_input, old, other)
         ptr = arr.buffer.ptr
         args = self._go_args if is_input else self._gi_args
-        if arr.tensor.storage_dims != old.tensor.storage_dims:
+        if arr.storage_dims != old.storage_dims:
             # a one-shot call describes the new buffer (a plan's executor keeps its phase-1 storage, which
             # covers the same view: only phase 1 checks it, cann-abi.md §8.1)
-            args.storage = _c_array(arr.tensor.storage_dims)
-            args.nstorage = c_uint64(len(arr.tensor.storage_dims))
+            args.storage = _c_array(arr.storage_dims)
+            args.nstorage = c_uint64(len(arr.storage_dims))
         if self.plan and ptr != args.address.value:
             f = self._fns
             if is_input:

@@ -48,7 +48,7 @@ class PlanKey(NamedTuple):
 
 
 def _array_key(arr: DeviceArray) -> tuple[Any, ...]:
-    return (arr.shape, arr.dtype.str, arr.layout, arr.strides, arr.offset, arr.tensor.storage_dims)
+    return (arr.shape, arr.dtype.str, arr.layout, arr.strides, arr.offset, arr.storage_dims)
 
 
 def plan_key(go: DeviceArray, gi: DeviceArray, output_size: tuple[int, ...], input_size: tuple[int, ...],
@@ -65,8 +65,8 @@ def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
 def borrowed_tensor(arr: DeviceArray, plan: bool = True) -> Tensor:
     """An aclTensor over *arr*'s memory, which it does not own: the array's whole buffer (cann-abi.md §8.1),
     in a plan's own storage description when *plan* (see the module doc), else the array's."""
-    storage = plan_storage(arr.tensor.storage_dims) if plan else tuple(arr.tensor.storage_dims)
-    return Tensor(arr.shape, arr.dtype, strides=arr.strides, offset=arr.offset, format=arr.tensor.format,
+    storage = plan_storage(arr.storage_dims) if plan else tuple(arr.storage_dims)
+    return Tensor(arr.shape, arr.dtype, strides=arr.strides, offset=arr.offset, format=arr.acl_format,
                   storage_dims=storage, address=arr.buffer.ptr)
 
 

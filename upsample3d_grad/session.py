@@ -45,6 +45,7 @@ from acl_bindings import (
 )
 from acl_bindings._resource import releases_allowed
 from acl_bindings._types import index_arg, int32_arg
+from acl_bindings.allocator import CachingAllocator, PooledBuffer, StreamClock
 
 from . import checks
 from ._api import OP
@@ -87,7 +88,8 @@ def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ..
 
 
 class DeviceArray:
-    """An array in device memory: a :class:`~acl_bindings.DeviceBuffer` plus its aclTensor.
+    """An array in device memory: a :class:`~acl_bindings.DeviceBuffer` (or a block of the session's
+    caching allocator, :class:`~acl_bindings.allocator.PooledBuffer`) plus its aclTensor.
 
     Attributes
     ----------
@@ -96,10 +98,11 @@ class DeviceArray:
     strides, offset:
         Element strides and element offset of the view inside :attr:`buffer`.
     tensor:
-        The :class:`~acl_bindings.Tensor` (aclTensor) describing it.
+        The :class:`~acl_bindings.Tensor` (aclTensor) describing it, made when first read (the
+        session's plans describe the memory themselves).
     """
 
-    def __init__(self, session: Session, buffer: DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype,
+    def __init__(self, session: Session, buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
                  layout: str, strides: tuple[int, ...], offset: int) -> None:
         self.session = session
         self.buffer = buffer
@@ -109,8 +112,22 @@ class DeviceArray:
         self.strides = strides
         self.offset = offset
         _check_extent(buffer, shape, self.dtype, strides, offset)
-        self.tensor = Tensor(shape, self.dtype, buffer, strides=strides, offset=offset,
-                             format=checks.layout_format(layout), storage_dims=None)
+        self.acl_format = checks.layout_format(layout)
+        #: The storage the aclTensor declares: 1-D, the buffer's whole element count (cann-abi.md §8.1)
+        self.storage_dims = (buffer.nbytes // self.dtype.itemsize,)
+        self._tensor: Optional[Tensor] = None
+
+    @property
+    def tensor(self) -> Tensor:
+        """The :class:`~acl_bindings.Tensor` over this array (made once, on first use)."""
+        tensor = self._tensor
+        if tensor is None:
+            self._check_open()
+            # over the buffer's address: the array keeps the buffer (and closes the tensor first)
+            tensor = self._tensor = Tensor(self.shape, self.dtype, strides=self.strides, offset=self.offset,
+                                           format=self.acl_format, storage_dims=self.storage_dims,
+                                           address=self.buffer.ptr)
+        return tensor
 
     @property
     def closed(self) -> bool:
@@ -121,8 +138,7 @@ class DeviceArray:
         """What phase 1 sees of this array."""
         spec = self.__dict__.get("_spec")
         if spec is None:  # shape, dtype and layout never change: build it once
-            spec = self._spec = checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)),
-                                                  int(checks.layout_format(self.layout)))
+            spec = self._spec = checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)), int(self.acl_format))
         return spec
 
     def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
@@ -164,19 +180,24 @@ class DeviceArray:
         session's lock, so that it never frees memory under a call running on another thread.
         """
         with self.session._lock:
-            if self.buffer.closed and self.tensor.closed:
+            tensor = self._tensor
+            if self.buffer.closed and (tensor is None or tensor.closed):
                 return
-            _run_all((self.tensor.close, self._sync_before_free, self.buffer.close))
+            _run_all((tensor.close if tensor is not None else _nothing, self._sync_before_free, self.buffer.close))
 
     def _sync_before_free(self) -> None:
-        if not self.session.closed and not self.buffer.closed:
-            # always: work queued through the raw two-phase API may still read this buffer
+        # the session's own calls are ordered by its stream clock (a cached block is reused only after the
+        # stream passed them); work queued through the raw two-phase API on the tensor, or memory that goes
+        # back to the library now, may still be read: wait for the stream
+        if not self.session.closed and not self.buffer.closed and (
+                self._tensor is not None or not isinstance(self.buffer, PooledBuffer)):
             if not releases_allowed():
                 return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
             self.session._sync()
 
     def _check_open(self) -> None:
-        if self.buffer.closed or self.tensor.closed:  # (half-closed: a close() that failed midway)
+        tensor = self._tensor
+        if self.buffer.closed or (tensor is not None and tensor.closed):  # (half-closed: a close() that failed)
             raise ClosedError("this device array is closed")
         if self.session.closed:
             raise ClosedError("this device array's Session is closed")
@@ -192,8 +213,12 @@ class DeviceArray:
                 f"strides={self.strides} offset={self.offset}{' closed' if self.closed else ''}>")
 
 
-def _check_extent(buffer: DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype, strides: tuple[int, ...],
-                  offset: int) -> None:
+def _nothing() -> None:
+    pass
+
+
+def _check_extent(buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
+                  strides: tuple[int, ...], offset: int) -> None:
     """ValueError unless every element of the view (*shape*, element *strides*, element *offset*) lies in *buffer*."""
     if len(shape) != 5:
         raise ValueError(f"shape: expected 5 dims (NCDHW or NDHWC), got {len(shape)}: {shape}")
@@ -293,9 +318,12 @@ class Session:
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
         self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
         self._lock = threading.RLock()
-        self._pending = False
+        #: When work on the stream is known done (the caching allocator reuses blocks by it)
+        self.clock = StreamClock(self._sync)
         self.backend = load_backend()
         self.device = Device(device_id)
+        #: The device memory of :meth:`upload`, :meth:`empty` and :meth:`backward`, cached between calls
+        self.allocator = CachingAllocator(self.device)
         try:
             self.stream = Stream(self.device)
             self.workspace = Workspace(self.device, self.stream)
@@ -338,8 +366,8 @@ class Session:
             steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
             steps += [call.close for call in list(self._prepared)]
             steps += [arr.close for arr in list(self._arrays)]
-            steps += [self._mark_closed, self.plans.clear, self.workspace.release, self.stream.close,
-                      self._reset_device]
+            steps += [self._mark_closed, self.plans.clear, self.allocator.release_all, self.workspace.release,
+                      self.stream.close, self._reset_device]
             _run_all(steps)
 
     def _sync_for_close(self) -> None:
@@ -347,13 +375,23 @@ class Session:
             return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
         self.stream.synchronize()
 
+    @property
+    def _pending(self) -> bool:
+        """Whether work may be queued on the stream since the last synchronisation."""
+        return self.clock.pending
+
+    @_pending.setter
+    def _pending(self, value: bool) -> None:
+        self.clock.pending = bool(value)
+
     def _mark_closed(self) -> None:
         self._closed = True
         self._pending = False
 
     def _reset_device(self) -> None:
         # a stream, workspace or array the library refused to release still needs the device
-        if (self.stream.closed and self.workspace.buffer is None and all(a.closed for a in list(self._arrays))
+        if (self.stream.closed and self.workspace.buffer is None and not self.allocator.holds_memory
+                and all(a.closed for a in list(self._arrays))
                 and all(call._released for call in list(self._prepared))):
             self.device.close()
 
@@ -375,7 +413,13 @@ class Session:
 
     def _sync(self) -> None:
         self.stream.synchronize()
-        self._pending = False
+        self.clock.synchronized()
+
+    def empty_cache(self) -> None:
+        """Release the device memory the caching allocator keeps for reuse (after the stream used it)."""
+        with self._lock, self._active():
+            self._sync()
+            self.allocator.empty_cache()
 
     def _sync_if_pending(self) -> None:
         if self._pending:
@@ -416,7 +460,7 @@ class Session:
         if lead > nbytes or lead % item:
             lead = 0
         total = max(lead + nbytes, item)
-        buf = DeviceBuffer(self.device, total)
+        buf = self.allocator.allocate(total, self.clock)
         try:
             if nbytes:
                 raw = (ctypes.c_char * (lead + nbytes)).from_address(addr - lead)
@@ -426,7 +470,7 @@ class Session:
             raise
         return self._adopt(buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides, lead // item)
 
-    def _adopt(self, buf: DeviceBuffer, shape: tuple[int, ...], dtype: Any, layout: str, strides: tuple[int, ...],
+    def _adopt(self, buf: PooledBuffer, shape: tuple[int, ...], dtype: Any, layout: str, strides: tuple[int, ...],
                offset: int) -> DeviceArray:
         """Wrap *buf* in a DeviceArray the session owns (the buffer is closed if that fails)."""
         try:
@@ -449,7 +493,7 @@ class Session:
             raise checks.AclnnParamError(161002, EMPTY, f"shape {list(shape)}: not a tensor of {dt} "
                                                         "(negative, or more bytes than 64-bit sizes hold)")
         nbytes = max(nbytes, dt.itemsize)
-        return self._adopt(DeviceBuffer(self.device, nbytes), shape, dt, layout, _contiguous(shape), 0)
+        return self._adopt(self.allocator.allocate(nbytes, self.clock), shape, dt, layout, _contiguous(shape), 0)
 
     # ------------------------------------------------------------------ the operator
     def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
@@ -528,13 +572,14 @@ class Session:
                     result = gi.download()
             except BaseException:
                 # report the first error; a release refused here stays owned and is retried by close()
-                for arr in owned:
+                for arr in reversed(owned):
                     try:
                         arr.close()
                     except Exception:
                         pass
                 raise
-            _run_all([arr.close for arr in owned])
+            # reverse order: the blocks go back so that the next call gets each of them for the same role
+            _run_all([arr.close for arr in reversed(owned)])
             return out_tensor if out_tensor is not None else result
 
     def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],

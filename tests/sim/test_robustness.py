@@ -250,13 +250,14 @@ def test_closed_objects_at_raw_calls_raise_closed_error(no_leaks: None, session:
 def test_a_half_closed_device_array_raises_closed_error(no_leaks: None, plans: bool) -> None:
     with Session(0, plans=plans) as s:
         arr = s.upload(SAMPLE)
-        sim.set_fault("aclrtFree:1:107000")
+        tensor = arr.tensor  # made on first use
+        sim.set_fault("aclDestroyTensor:1:107000")
         try:
             with pytest.raises(AclError):
-                arr.close()  # the aclTensor is gone, the buffer is still owned
+                arr.close()  # the memory went back to the session's cache, the aclTensor is still owned
         finally:
             sim.set_fault(None)
-        assert arr.tensor.closed and not arr.buffer.closed
+        assert not tensor.closed and arr.buffer.closed
         with pytest.raises(ClosedError, match="device array"):
             s.backward(arr, OUT_SIZE, IN_SIZE)
         with pytest.raises(ClosedError, match="device array"):

@@ -22,7 +22,18 @@ import numpy as np
 import pytest
 
 import upsample3d_grad as ug
-from acl_bindings import AclError, AclParamError, AclRuntimeError, Device, Event, Stream, lib, sim
+from acl_bindings import (
+    AclError,
+    AclParamError,
+    AclRuntimeError,
+    Device,
+    DeviceBuffer,
+    Event,
+    Stream,
+    contiguous_strides,
+    lib,
+    sim,
+)
 from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
 from upsample3d_grad import Session, reference
 from upsample3d_grad.session import DeviceArray
@@ -51,6 +62,13 @@ def deferred() -> Iterator[None]:
 def _no_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     """Remove the stream synchronisation the binding relies on."""
     monkeypatch.setattr(Stream, "synchronize", lambda self, timeout_ms=None: None)
+
+
+def _own_memory(session: Session, host: np.ndarray) -> DeviceArray:
+    """A device array over a DeviceBuffer of its own (freed with aclrtFree when dropped)."""
+    buf = DeviceBuffer(session.device, host.nbytes)
+    buf.upload(host)
+    return DeviceArray(session, buf, host.shape, host.dtype, "NCDHW", contiguous_strides(host.shape), 0)
 
 
 def _pending_error(info: pytest.ExceptionInfo[AclError], func: str = "aclrtFree", doing: str = "freeing") -> None:
@@ -172,14 +190,15 @@ def test_without_the_sync_closing_an_array_in_use_fails(no_leaks: None, deferred
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     go = session.upload(SAMPLE)
     out = session.backward(go, *ARGS)
+    go.close()  # its block goes back to the session's cache, still in use by the queued kernel
     _no_sync(monkeypatch)
     with pytest.raises(AclRuntimeError) as info:
-        go.close()
+        session.empty_cache()  # releasing it to the library needs the stream's work done first
     _pending_error(info)
-    assert not go.closed  # the memory is still ours; close() can be retried
+    assert session.allocator.cached_bytes  # the memory is still ours; empty_cache() can be retried
     monkeypatch.undo()
-    go.close()
-    assert go.closed and out.download().ravel().tolist() == EXPECTED
+    session.empty_cache()
+    assert not session.allocator.cached_bytes and out.download().ravel().tolist() == EXPECTED
     out.close()
 
 
@@ -198,8 +217,9 @@ def test_without_the_sync_dropped_arrays_leak(deferred: None, session: Session,
     assert session.backward(SAMPLE, *ARGS).ravel().tolist() == EXPECTED  # the workspace and plan exist now
     before = sim.live_handles()
     monkeypatch.setattr(Device, "synchronize", lambda self: None)  # bound into the finalizers made below
-    go = session.upload(SAMPLE)
-    out = session.backward(go, *ARGS)
+    # memory of its own, not the session's cache (whose blocks go back to the cache when dropped)
+    go = _own_memory(session, SAMPLE)
+    out = session.backward(go, *ARGS, out=_own_memory(session, np.zeros(ARGS[1], np.float32)))
     pointers = [go.buffer.ptr, out.buffer.ptr]
     del go, out
     gc.collect()

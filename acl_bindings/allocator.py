@@ -1,0 +1,298 @@
+"""A stream-ordered caching allocator: device memory reused without aclrtMalloc/aclrtFree.
+
+The runtime's documentation says that frequent ``aclrtMalloc``/``aclrtFree`` cost
+performance and recommends allocating ahead and managing the memory yourself
+(cann-abi.md §8.4).  :class:`CachingAllocator` keeps freed blocks and hands them out
+again:
+
+* A request is rounded up to :data:`ROUND` bytes and served by an idle block of that
+  size (the most recently freed first, so a loop gets the same addresses back), else
+  by a new ``aclrtMalloc``.
+* A freed :class:`PooledBuffer` returns its block to the cache **stream-ordered**: the
+  block is reused only once the stream that may still use it has been synchronised
+  since (its :class:`StreamClock`).  Memory queued work still reads is never handed
+  to a synchronous copy (the simulator's 908401 rule would report it).
+* Out of memory: the cache is released and the allocation retried once.
+* The idle cache is capped at *capacity* bytes (oldest blocks freed first);
+  :meth:`CachingAllocator.empty_cache` releases it all.
+
+Wraps: aclrtMalloc, aclrtFree (through :class:`~acl_bindings.DeviceBuffer`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict, deque
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import AclMemoryError, ClosedError
+from .memory import DeviceBuffer
+from .runtime import Device, Stream
+
+__all__ = ["CachingAllocator", "PooledBuffer", "StreamClock", "ROUND", "DEFAULT_CAPACITY"]
+
+#: Allocation granularity in bytes (requests are rounded up to a multiple).
+ROUND = 512
+#: Default cap on the bytes of idle cached blocks.
+DEFAULT_CAPACITY = 1 << 30
+
+
+def _rounded(nbytes: int) -> int:
+    return max(ROUND, -(-int(nbytes) // ROUND) * ROUND)
+
+
+class StreamClock:
+    """When work on one stream is known to be finished.
+
+    The owner of the stream calls :meth:`queued` after it queues work and :meth:`synchronized`
+    after a stream synchronisation.  A block freed at epoch *e* with work pending is safe
+    once :attr:`epoch` > *e*.
+    """
+
+    __slots__ = ("epoch", "pending", "synchronize")
+
+    def __init__(self, synchronize: Callable[[], None]) -> None:
+        self.epoch = 0
+        self.pending = False
+        #: waits for the stream (used when a block must be freed before it is idle)
+        self.synchronize = synchronize
+
+    def queued(self) -> None:
+        """Work was queued on the stream."""
+        self.pending = True
+
+    def synchronized(self) -> None:
+        """The stream was synchronised: everything queued before is done."""
+        self.epoch += 1
+        self.pending = False
+
+    def ready_mark(self) -> int:
+        """The epoch from which memory used until now is safe to reuse."""
+        return self.epoch + 1 if self.pending else self.epoch
+
+
+class _Block:
+    __slots__ = ("buffer", "clock", "ready")
+
+    def __init__(self, buffer: DeviceBuffer) -> None:
+        self.buffer = buffer
+        self.clock: StreamClock | None = None
+        self.ready = 0
+
+    def idle(self) -> bool:
+        return self.clock is None or self.clock.epoch >= self.ready
+
+
+class PooledBuffer:
+    """*nbytes* of device memory from a :class:`CachingAllocator`, with :class:`~acl_bindings.DeviceBuffer`'s
+    interface (``ptr``, ``nbytes``, ``upload``, ``download``, ``copy_from``, ``memset``, ``close``).
+
+    ``close()`` returns the block to the cache; it is handed out again only after the
+    stream of *clock* has passed the work queued so far.
+    """
+
+    def __init__(self, allocator: CachingAllocator, block: _Block, nbytes: int, clock: StreamClock) -> None:
+        self._allocator = allocator
+        self._block: _Block | None = block
+        self.device = block.buffer.device
+        self.nbytes = int(nbytes)
+        self.ptr = block.buffer.ptr
+        self.clock = clock
+        # dropped without close(): the block goes back to the cache (by an atomic append the allocator
+        # drains later, never by changing the cache from inside the garbage collector)
+        self._fin = weakref.finalize(self, allocator._dropped.append, (block, clock))
+        self._fin.atexit = False
+
+    @property
+    def closed(self) -> bool:
+        """True once returned to the cache."""
+        return self._block is None
+
+    @property
+    def _as_parameter_(self) -> Any:
+        return self._open_block().buffer._as_parameter_
+
+    def _check_open(self) -> None:
+        if self._block is None:
+            raise ClosedError("this device buffer is closed")
+
+    def _open_block(self) -> _Block:
+        block = self._block
+        if block is None:
+            raise ClosedError("this device buffer is closed")
+        return block
+
+    def _range(self, offset: object, nbytes: object, what: str) -> tuple[int, int]:
+        block = self._open_block()
+        offset, n = block.buffer._range(offset, nbytes, what)
+        if offset + n > self.nbytes:
+            raise ValueError(f"{what}: range [{offset}, {offset + n}) is outside this {self.nbytes}-byte buffer")
+        return offset, n
+
+    def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
+        """As :meth:`acl_bindings.DeviceBuffer.upload`, inside these *nbytes*."""
+        self._range(offset, np.asarray(array).nbytes, "upload")
+        self._open_block().buffer.upload(array, offset, stream)
+
+    def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
+        """As :meth:`acl_bindings.DeviceBuffer.download`, inside these *nbytes*."""
+        self._range(offset, out.nbytes, "download")
+        return self._open_block().buffer.download(out, offset)
+
+    def copy_from(self, src: Any, nbytes: int | None = None, stream: Stream | None = None) -> None:
+        """As :meth:`acl_bindings.DeviceBuffer.copy_from`, inside these *nbytes*."""
+        self._range(0, src.nbytes if nbytes is None else nbytes, "copy_from destination")
+        self._open_block().buffer.copy_from(src, src.nbytes if nbytes is None else nbytes, stream)
+
+    def memset(self, value: int = 0, nbytes: int | None = None, stream: Stream | None = None) -> None:
+        """As :meth:`acl_bindings.DeviceBuffer.memset`, inside these *nbytes*."""
+        self._range(0, self.nbytes if nbytes is None else nbytes, "memset")
+        self._open_block().buffer.memset(value, self.nbytes if nbytes is None else nbytes, stream)
+
+    def close(self) -> None:
+        """Return the block to the cache (stream-ordered).  Idempotent."""
+        block, self._block = self._block, None
+        if block is not None:
+            self._fin.detach()
+            self._allocator._give_back(block, self.clock)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.ptr:#x}"
+        return f"<PooledBuffer {self.nbytes} bytes {state} on device {self.device.id}>"
+
+
+class CachingAllocator:
+    """Device memory of one :class:`~acl_bindings.Device`, cached between uses (see the module doc).
+
+    Attributes
+    ----------
+    capacity:
+        The most bytes of idle blocks kept.
+    mallocs, reuses:
+        Counts of blocks made with ``aclrtMalloc`` and of requests served from the cache.
+    """
+
+    def __init__(self, device: Device, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.device = device
+        self.capacity = int(capacity)
+        self._free: OrderedDict[int, list[_Block]] = OrderedDict()  # rounded size -> blocks, most recent last
+        self._cached = 0
+        self._live: dict[int, _Block] = {}  # id -> blocks handed out (released by release_all)
+        self._dropped: deque[tuple[_Block, StreamClock]] = deque()  # from buffers dropped unclosed
+        self.mallocs = 0
+        self.reuses = 0
+
+    @property
+    def holds_memory(self) -> bool:
+        """Whether any block (cached or handed out) is still allocated."""
+        return bool(self._free or self._live or self._dropped)
+
+    @property
+    def blocks(self) -> int:
+        """How many device buffers the allocator owns (cached, handed out, or dropped and not drained yet)."""
+        return sum(map(len, self._free.values())) + len(self._live) + len(self._dropped)
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes held in idle (or not yet idle) cached blocks."""
+        return self._cached
+
+    def allocate(self, nbytes: int, clock: StreamClock) -> PooledBuffer:
+        """A buffer of at least *nbytes*, used on the stream of *clock*."""
+        size = _rounded(nbytes)
+        self._drain()
+        block = self._take(size)
+        if block is None:
+            try:
+                block = _Block(DeviceBuffer(self.device, size))
+            except AclMemoryError:
+                self.empty_cache(wait=True)  # out of memory: free the cache, then once more
+                block = _Block(DeviceBuffer(self.device, size))
+            self.mallocs += 1
+        else:
+            self.reuses += 1
+        self._live[id(block)] = block
+        return PooledBuffer(self, block, nbytes, clock)
+
+    def _drain(self) -> None:
+        while self._dropped:
+            block, clock = self._dropped.popleft()
+            self._give_back(block, clock)
+
+    def _take(self, size: int) -> _Block | None:
+        blocks = self._free.get(size)
+        if not blocks:
+            return None
+        for k in range(len(blocks) - 1, -1, -1):
+            if blocks[k].idle():
+                block = blocks.pop(k)
+                self._cached -= size
+                return block
+        return None
+
+    def _give_back(self, block: _Block, clock: StreamClock) -> None:
+        self._live.pop(id(block), None)
+        if block.buffer.closed:
+            return
+        block.clock, block.ready = clock, clock.ready_mark()
+        size = block.buffer.nbytes
+        self._free.setdefault(size, []).append(block)
+        self._free.move_to_end(size)
+        self._cached += size
+        if self._cached > self.capacity:
+            self._trim(self.capacity)
+
+    def _trim(self, limit: int, wait: bool = False) -> None:
+        """Free idle blocks, oldest size class first, until at most *limit* bytes are cached.
+
+        With *wait*, a block whose stream may still use it is freed after that stream is synchronised.
+        """
+        self._drain()
+        first: Exception | None = None
+        for size in list(self._free):
+            blocks = self._free[size]
+            for block in list(blocks):
+                if self._cached <= limit:
+                    break
+                if not block.idle():
+                    if not wait or block.clock is None:
+                        continue
+                    block.clock.synchronize()
+                try:
+                    block.buffer.close()
+                except Exception as exc:  # a refused free stays owned by its buffer (closed again later)
+                    first = first or exc
+                    continue
+                blocks.remove(block)
+                self._cached -= size
+            if not blocks:
+                del self._free[size]
+        if first is not None:
+            raise first
+
+    def empty_cache(self, wait: bool = True) -> None:
+        """Free every cached block (after its stream finished with it, when *wait*)."""
+        self._trim(0, wait)
+
+    def release_all(self) -> None:
+        """Free the cache and every block still handed out (the owner synchronised its streams first)."""
+        first: Exception | None = None
+        try:
+            self.empty_cache(wait=True)
+        except Exception as exc:
+            first = exc
+        for key, block in list(self._live.items()):
+            try:
+                block.buffer.close()
+            except Exception as exc:
+                first = first or exc
+                continue
+            del self._live[key]
+        if first is not None:
+            raise first
+
+    def __repr__(self) -> str:
+        return (f"<CachingAllocator device={self.device.id} cached={self._cached} bytes "
+                f"live={len(self._live)} blocks>")
