@@ -34,11 +34,11 @@ from acl_bindings import (
     Device,
     DeviceBuffer,
     Event,
-    Format,
     IntArray,
     Stream,
     Tensor,
     Workspace,
+    contiguous_strides,
     dtype_to_acl,
     host_span,
     load_backend,
@@ -156,7 +156,7 @@ class DeviceArray:
         if out is not None:
             _check_download_out(out, self.shape, self.dtype)
         self.session._sync()
-        contiguous = self.offset == 0 and self.strides == _contiguous(self.shape)
+        contiguous = self.offset == 0 and self.strides == contiguous_strides(self.shape)
         if out is not None:
             if contiguous and out.flags.c_contiguous:
                 self.buffer.download(out)
@@ -284,12 +284,6 @@ def _empty_dtype(dtype: Any) -> np.dtype:
         raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dt}") \
             from None
     return dt
-
-
-def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
-    from acl_bindings import contiguous_strides
-
-    return contiguous_strides(shape)
 
 
 ArrayLike = Union[np.ndarray, DeviceArray]
@@ -493,7 +487,7 @@ class Session:
             raise checks.AclnnParamError(161002, EMPTY, f"shape {list(shape)}: not a tensor of {dt} "
                                                         "(negative, or more bytes than 64-bit sizes hold)")
         nbytes = max(nbytes, dt.itemsize)
-        return self._adopt(self.allocator.allocate(nbytes, self.clock), shape, dt, layout, _contiguous(shape), 0)
+        return self._adopt(self.allocator.allocate(nbytes, self.clock), shape, dt, layout, contiguous_strides(shape), 0)
 
     # ------------------------------------------------------------------ the operator
     def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
@@ -672,7 +666,3 @@ class Session:
                     times.append(end.elapsed_ms(start))
             self._sync()
             return times
-
-
-def _format_of(layout: str) -> Format:
-    return checks.layout_format(layout)

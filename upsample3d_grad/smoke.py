@@ -54,7 +54,7 @@ from acl_bindings import (
 )
 from acl_bindings.enums import dtype_name, enum_name
 
-from . import _env, checks, hostinfo, reference
+from . import checks, hostinfo, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import Session
 
@@ -62,7 +62,7 @@ __all__ = [
     "SmokeCase", "build_matrix", "compare", "window_size", "bad_cases", "make_grad_output", "tolerance_text",
     "run_compute_case", "run_bad_case", "iter_results", "repeat_identical", "soc_support", "environment",
     "environment_and_devices", "device_report", "summarize", "tolerances", "new_report", "run_device",
-    "merge_reports", "default_device", "result_digest", "unavailable_environment",
+    "merge_reports", "result_digest", "unavailable_environment",
     "SAMPLE_EXPECTED", "DETERMINISM_CANN", "DETERMINISM_SIM", "SCHEMA_VERSION",
 ]
 
@@ -617,7 +617,3 @@ def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dic
     if not all(d["status"] == "pass" for d in merged["devices"]) or merged["interrupted"]:
         merged["summary"]["ok"] = False
     return merged
-
-
-#: ``$UPSAMPLE3D_GRAD_DEVICE`` or 0 (a bad value is a ValueError naming the variable).
-default_device = _env.default_device
