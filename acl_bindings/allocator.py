@@ -195,6 +195,11 @@ class CachingAllocator:
         return sum(map(len, self._free.values())) + len(self._live) + len(self._dropped)
 
     @property
+    def cached_blocks(self) -> int:
+        """How many of those are cached for reuse (not handed out)."""
+        return sum(map(len, self._free.values())) + len(self._dropped)
+
+    @property
     def cached_bytes(self) -> int:
         """Bytes held in idle (or not yet idle) cached blocks."""
         return self._cached
