@@ -315,6 +315,32 @@ class Overhead:
     times: dict[str, list[float]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     sessions: list[Any] = field(default_factory=list)  # extra sessions to close at the end
+    #: C calls per steady-state call of each path (simulator's per-function counters), by function
+    calls: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+#: C calls per call of the matching sequence in benchmarks/c_floor.c (the loop bodies of its program text)
+C_FLOOR_CALLS = {"one-shot": 11, "one-shot, binding objects": 11, "Session.backward (one-shot)": 11, "plan": 2,
+                 "Session.backward (plans)": 2, "plan, new addresses": 4}
+
+
+def _all_counts() -> dict[str, int]:
+    from acl_bindings import sim
+    from acl_bindings.prototypes import PROTOTYPES
+    from upsample3d_grad._api import OP
+
+    return {name: sim.call_count(name) for name in (*PROTOTYPES, OP.phase1_name, OP.phase2_name)}
+
+
+def count_calls(ov: Overhead) -> None:
+    """Fill ``ov.calls``: one batch of each simulator path, counted by the simulator (steady state)."""
+    for name, fn in ov.methods.items():
+        if name in ("torch eager", "C floor"):
+            continue
+        before = _all_counts()
+        fn()
+        after = _all_counts()
+        ov.calls[name] = {f: (after[f] - before[f]) / ov.batch for f in after if after[f] != before[f]}
 
 
 def setup_overhead(batch: int, torch: Any, session: Any, c_floor: Optional[Callable[[], dict[str, float]]],
@@ -374,6 +400,7 @@ def setup_overhead(batch: int, torch: Any, session: Any, c_floor: Optional[Calla
         session.synchronize()
 
     ov.methods["Session.backward (plans)"] = lambda: _timed(backward_plans, batch)
+    ov.methods["Session.backward (numpy in and out)"] = lambda: _timed(lambda: session.backward(g, out3, in5), batch)
     nop = Session(session.device.id, plans=False)
     ngo, ngi = nop.upload(g), nop.empty(in5)
 
@@ -444,6 +471,11 @@ def measure(variants: list[Variant], ov: Overhead, repeats: int) -> None:
             fn()
     for fn in list(ov.methods.values()):
         fn()
+    from acl_bindings import loaded_backend
+
+    backend = loaded_backend()
+    if ov.methods and backend is not None and backend.is_simulator:
+        count_calls(ov)
     for v in variants:
         if v.check is not None:
             v.agreement = v.check()
@@ -576,6 +608,13 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
         lines.append(f"| {name} | {_fmt_t(s, 'us')} | {_fmt_r(_ratio(s, ovs.get('torch eager')))} |")
     if ov.notes:
         lines += [""] + [f"- {k}: {n}" for k, n in ov.notes.items()]
+    if ov.calls:
+        lines += ["", "C calls per steady-state call (the simulator's counters), beside the C program's "
+                  "(`benchmarks/c_floor.c`) for the same sequence:", "",
+                  "| path | C calls | C floor | by function |", "|---|---|---|---|"]
+        for name, by_fn in ov.calls.items():
+            detail = ", ".join(f"{f} {n:g}" for f, n in sorted(by_fn.items()))
+            lines.append(f"| {name} | {sum(by_fn.values()):g} | {C_FLOOR_CALLS.get(name, '-')} | {detail} |")
     lines += ["", "Targets:", "", "| target | limit | measured | met |", "|---|---|---|---|"]
     for t in targets:
         met = f"n/a ({t['why']})" if t["met"] is None else ("yes" if t["met"] else "**no**")
@@ -691,7 +730,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "raw_seconds": v.times, "notes": v.notes, "relative_difference_from_reference": v.agreement}
                   for v in variants],
         "host_overhead": {"batch": ov.batch, "seconds_per_call": {m: _stats(t) for m, t in ov.times.items()},
-                          "raw_seconds": ov.times, "notes": ov.notes},
+                          "raw_seconds": ov.times, "notes": ov.notes, "c_calls_per_call": ov.calls,
+                          "c_floor_calls_per_call": C_FLOOR_CALLS},
         "targets": targets,
     }
     out = Path(args.out)
