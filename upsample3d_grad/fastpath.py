@@ -302,8 +302,6 @@ class PreparedCall:
     def __init__(self, session: Session, grad_output: DeviceArray, output_size: Sequence[int],
                  input_size: Sequence[int], scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *,
                  out: DeviceArray, plan: bool = True, sync: bool = True, strict: bool = True) -> None:
-        from .session import DeviceArray
-
         self._closed = True
         self._executor: Any = None
         self._tensors: tuple[Tensor, ...] = ()
@@ -321,10 +319,7 @@ class PreparedCall:
         self.fallback: Optional[str] = None
         self._retry_left = 0  # one-shot calls left before a refused plan is asked for again
         self.workspace_size = 0
-        for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
-            if not isinstance(arr, DeviceArray):
-                raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: a prepared call takes device arrays, "
-                                                                    f"got {type(arr).__name__}")
+        session._require_device_arrays(grad_output, out, "a prepared call takes device arrays")
         sd, sh, sw = checks.scale_triple(scales)
         with session._lock:
             session._check_open()
@@ -569,12 +564,8 @@ class PreparedCall:
 
     def _explain_rebind(self, arr: Any, is_input: bool, old: DeviceArray, other: DeviceArray) -> None:
         """Raise the error that says why *arr* cannot replace *old*."""
-        from .session import DeviceArray
-
         param = "gradOut" if is_input else "gradInput"
-        if not isinstance(arr, DeviceArray):
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: expected a DeviceArray, "
-                                                                f"got {type(arr).__name__}")
+        self.session._require_device_array(arr, param, "expected a DeviceArray")
         self._check_array(arr, param)
         if arr.buffer is other.buffer:
             raise checks.AclnnParamError(161002, checks.PHASE1,

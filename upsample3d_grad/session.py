@@ -604,6 +604,17 @@ class Session:
                                                f"{arr.session.device.id}); upload the data to this one")
 
     @staticmethod
+    def _require_device_array(arr: Any, param: str, rule: str) -> None:
+        """161002 naming *param* and *rule* unless *arr* is a :class:`DeviceArray`."""
+        if not isinstance(arr, DeviceArray):
+            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: {rule}, got {type(arr).__name__}")
+
+    def _require_device_arrays(self, grad_output: Any, grad_input: Any, rule: str) -> None:
+        """:meth:`_require_device_array` for gradOut, then gradInput."""
+        self._require_device_array(grad_output, "gradOut", rule)
+        self._require_device_array(grad_input, "gradInput", rule)
+
+    @staticmethod
     def _track(arr: DeviceArray, owned: list[DeviceArray]) -> DeviceArray:
         owned.append(arr)
         return arr
@@ -647,10 +658,7 @@ class Session:
                        repeat: int = 1) -> list[float]:
         """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
         with self._lock, self._active():  # plans and the workspace are shared with backward() on other threads
-            for arr, param in ((grad_output, "gradOut"), (out, "gradInput")):
-                if not isinstance(arr, DeviceArray):
-                    raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: timed_backward takes device "
-                                                                        f"arrays, got {type(arr).__name__}")
+            self._require_device_arrays(grad_output, out, "timed_backward takes device arrays")
             self._check_device_arrays(grad_output, out)
             sd, sh, sw = checks.scale_triple(scales)
             cached_check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
