@@ -38,7 +38,7 @@ from acl_bindings.enums import dtype_name
 __all__ = [
     "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
     "normalize_scales", "scale_triple", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES",
-    "overlap_problem", "check_output_memory",
+    "overlap_problem", "check_output_memory", "physical_shape", "result_shape",
 ]
 
 PHASE1 = "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"
@@ -147,8 +147,22 @@ def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> tuple[float
     return out[0], out[1], out[2]
 
 
-def _expected(fmt: int, n: int, c: int, d: int, h: int, w: int) -> tuple[int, ...]:
-    return (n, d, h, w, c) if fmt == Format.NDHWC else (n, c, d, h, w)
+def physical_shape(layout: Any, n: int, c: int, d: int, h: int, w: int) -> tuple[int, ...]:
+    """The layout rule, in one place: ``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC.
+
+    *layout* is a layout name or an aclFormat; anything else reads as NCDHW (as CANN does).
+    """
+    return (n, d, h, w, c) if layout in ("NDHWC", Format.NDHWC) else (n, c, d, h, w)
+
+
+def result_shape(input_size: Any, layout: Any) -> tuple[int, ...]:
+    """gradInput's physical shape for *input_size* ``(N, C, iD, iH, iW)``; ``(-1,)`` when it is not five ints
+    (:func:`check_params` then reports the problem with CANN's code)."""
+    try:
+        n, c, d, h, w = (int(v) for v in input_size)
+    except (TypeError, ValueError):
+        return (-1,)
+    return physical_shape(layout, n, c, d, h, w)
 
 
 def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: Any,
@@ -208,11 +222,11 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
     n, c = in_sz[0], in_sz[1]
     if n < 0 or c < 0:
         raise _fail("inputSize", f"N and C must be >= 0, got {in_sz}")
-    want_out = _expected(grad_out.format, n, c, *out_sz)
+    want_out = physical_shape(grad_out.format, n, c, *out_sz)
     if tuple(grad_out.shape) != want_out:
         raise _fail("gradOut", f"shape must be {list(want_out)} ({_layout_name(grad_out.format)} from inputSize N,C "
                                f"and outputSize), got {list(grad_out.shape)}")
-    want_in = _expected(grad_in.format, n, c, *in_sz[2:])
+    want_in = physical_shape(grad_in.format, n, c, *in_sz[2:])
     if tuple(grad_in.shape) != want_in:
         raise _fail("gradInput", f"shape must be {list(want_in)} ({_layout_name(grad_in.format)} from inputSize), "
                                  f"got {list(grad_in.shape)}")

@@ -530,7 +530,7 @@ class Session:
             if go_spec is None:
                 raise checks.AclnnParamError(161001, checks.PHASE1, "gradOut (grad_output): expected a value but "
                                                                     "got None (a null pointer)")
-            in_shape = self._result_shape(input_size, layout)
+            in_shape = checks.result_shape(input_size, layout)
             gi_spec: Optional[checks.TensorSpec]
             if out is None:
                 gi_spec = checks.TensorSpec(in_shape, go_spec.dtype, go_spec.format)
@@ -618,14 +618,6 @@ class Session:
     def _track(arr: DeviceArray, owned: list[DeviceArray]) -> DeviceArray:
         owned.append(arr)
         return arr
-
-    @staticmethod
-    def _result_shape(input_size: Any, layout: str) -> tuple[int, ...]:
-        try:
-            n, c, d, h, w = (int(v) for v in input_size)
-        except (TypeError, ValueError):
-            return (-1,)  # check_params reports the real problem with its code
-        return (n, d, h, w, c) if layout == "NDHWC" else (n, c, d, h, w)
 
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 user_scales: Sequence[Optional[float]], gi: DeviceArray) -> int:

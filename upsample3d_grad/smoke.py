@@ -113,14 +113,12 @@ class SmokeCase:
     def grad_out_shape(self) -> tuple[int, ...]:
         """Physical gradOut shape in :attr:`layout`."""
         n, c = self.input_size[:2]
-        d, h, w = self.output_size
-        return (n, c, d, h, w) if self.layout == "NCDHW" else (n, d, h, w, c)
+        return checks.physical_shape(self.layout, n, c, *self.output_size)
 
     @property
     def grad_in_shape(self) -> tuple[int, ...]:
         """Physical gradInput shape in :attr:`layout`."""
-        n, c, d, h, w = self.input_size
-        return (n, c, d, h, w) if self.layout == "NCDHW" else (n, d, h, w, c)
+        return checks.physical_shape(self.layout, *self.input_size)
 
     @property
     def scale_args(self) -> tuple[float | None, float | None, float | None]:

@@ -323,7 +323,7 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
     go_desc = TorchDescription(go)
     go_spec = checks.TensorSpec(go_desc.shape, _acl_dtype(go_desc.dtype), int(fmt))
     if out is None:
-        gi_spec = checks.TensorSpec(_result_shape(input_size, layout), go_spec.dtype, int(fmt))
+        gi_spec = checks.TensorSpec(checks.result_shape(input_size, layout), go_spec.dtype, int(fmt))
     else:
         out_desc = TorchDescription(out)
         gi_spec = checks.TensorSpec(out_desc.shape, _acl_dtype(out_desc.dtype), int(fmt))
@@ -382,14 +382,6 @@ def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequ
         for obj in (*tensors, *arrays):  # descriptors only: the memory belongs to the caller
             obj.close()
     return size
-
-
-def _result_shape(input_size: Any, layout: str) -> tuple[int, ...]:
-    try:
-        n, c, d, h, w = (int(v) for v in input_size)
-    except (TypeError, ValueError):
-        return (-1,)  # check_params reports the real problem, with CANN's code
-    return (n, d, h, w, c) if layout == "NDHWC" else (n, c, d, h, w)
 
 
 def _acl_dtype(dt: np.dtype) -> int:
