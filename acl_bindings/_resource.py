@@ -131,8 +131,8 @@ class Resource:
     _cell: c_void_p | None = None
     _release: tuple[Callable[..., Any], tuple[Any, ...]] = (print, ())
     _what: str = "object"
-    _users: int = 0  # in_use calls in progress
-    _closing: bool = False
+    _uses_by: dict[int, int] | None = None  # in_use calls in progress, by thread
+    _closing: int = 0  # the thread closing it (0: none)
 
     def _arm(self, release: Callable[..., Any], *args: Any, before: Callable[[], Any] | None = None) -> c_void_p:
         """Register the release of the handle about to be created; returns the (empty) cell it goes in.
@@ -173,20 +173,21 @@ class Resource:
         still runs.
         """
         with _uses:  # wait for the uses in progress; later ones raise ClosedError
-            while self._closing:  # (another thread is closing it)
-                _uses.wait()
+            me = threading.get_ident()
+            while self._closing and self._closing != me:  # (another thread is closing it; never wait for
+                _uses.wait()  # this thread's own close that an interrupt cut short)
             cell = self._cell
             if cell is None:
                 return
             if not cell.value:  # released (an interrupt may have come before the finalizer was detached)
                 self._closed_now()
                 return
-            self._closing = True
+            self._closing = me
             try:
-                while self._users:
+                while self._others_using():
                     _uses.wait()
             except BaseException:  # (an interrupt while waiting: the object stays open and usable)
-                self._closing = False
+                self._closing = 0
                 _uses.notify_all()
                 raise
         try:
@@ -197,8 +198,8 @@ class Resource:
                 cell.value = None  # after aclFinalize or in a forked child: not ours to release
             self._closed_now()
         finally:
+            self._closing = 0  # (before taking the lock: an interrupt there cannot leave it set)
             with _uses:
-                self._closing = False
                 _uses.notify_all()
 
     def _closed_now(self) -> None:
@@ -223,16 +224,37 @@ class Resource:
         if self.closed:
             raise ClosedError(f"this {self._what} is closed")
 
+    @property
+    def _users(self) -> int:
+        """in_use calls in progress (on every thread)."""
+        return sum(self._uses_by.values()) if self._uses_by else 0
+
+    def _others_using(self) -> bool:
+        """Whether another thread is in an in_use call.  The calling thread's own count is not waited
+        for: it cannot be inside a use while it closes, unless an interrupt cut the use's bookkeeping
+        short, and then waiting would never end."""
+        me = threading.get_ident()
+        uses = self._uses_by
+        return bool(uses) and any(n > 0 for t, n in uses.items() if t != me)  # type: ignore[union-attr]
+
     def _enter_use(self) -> None:
         with _uses:
             if self._closing or self.closed:
                 raise ClosedError(f"this {self._what} is closed")
-            self._users += 1
+            if self._uses_by is None:
+                self._uses_by = {}
+            me = threading.get_ident()
+            self._uses_by[me] = self._uses_by.get(me, 0) + 1
 
     def _exit_use(self) -> None:
         with _uses:
-            self._users -= 1
-            if not self._users and self._closing:
+            me = threading.get_ident()
+            left = self._uses_by.get(me, 0) - 1 if self._uses_by else 0
+            if left > 0:
+                self._uses_by[me] = left  # type: ignore[index]
+            elif self._uses_by:
+                self._uses_by.pop(me, None)
+            if self._closing and not self._others_using():
                 _uses.notify_all()
 
     def __enter__(self) -> Any:
