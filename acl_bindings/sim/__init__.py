@@ -2,10 +2,11 @@
 
 It exports the runtime, nnopbase and operator symbols with the documented C
 signatures and error codes, and says what it is: ``aclrtGetSocName()`` returns
-``"CANN-Simulator"`` and it alone exports ``cannsimVersion``.  The helpers here read
-its sim-only controls (live-handle accounting, call counts, fault injection,
-stream modes) through the same loaded libraries; they raise when the backend
-in use is not the simulator.
+``"CANN-Simulator"`` (unless ``CANN_SIM_SOC`` names another SoC) and it alone
+exports ``cannsimVersion``.  The helpers here read its sim-only controls
+(live-handle accounting, call counts, fault injection, stream modes) through
+the same loaded libraries; they raise when the backend in use is not the
+simulator.
 
 Stream work is asynchronous, as on a device: each stream's work runs on its own
 worker thread after the call that queued it returned.  ``aclrtFree``, ``aclrtMemcpy``
@@ -24,7 +25,9 @@ Environment variables read by the simulator itself:
 Nth call of a function fail: ``"func:nth:code[,...]"``), ``CANN_SIM_REPORT=<path>`` (JSON
 report of live handles and init/finalize counts at exit), ``CANN_SIM_OP_CACHE=0`` (or CANN's own
 ``DISABLE_L2_CACHE``: no op cache; ``ACLNN_CACHE_LIMIT`` bounds it), ``CANN_SIM_REPEATABLE=0``
-(``aclSetAclOpExecutorRepeatable`` refuses every executor, 561000).
+(``aclSetAclOpExecutorRepeatable`` refuses every executor, 561000), ``CANN_SIM_SOC=<name>`` (the SoC name
+``aclrtGetSocName`` answers, read on every call; a name starting with ``Ascend950`` makes phase 1 skip the
+INT32_MAX dim check as CANN does there; the simulator still exports ``cannsimVersion``).
 
 ``aclInit`` is reference-counted and ``aclFinalizeReference`` exported as in CANN (cann-abi.md
 §8.2).  A runtime used after a plain ``aclFinalize`` tore it down while other references were held

@@ -327,6 +327,9 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     cannsim_key_bytes(&key, &scalesH, sizeof scalesH);
     cannsim_key_bytes(&key, &scalesW, sizeof scalesW);
     cannsim_key_tensor(&key, gradInput ? &gi : NULL, gradInput && gradInput == gradOut ? 0 : 1);
+    /* IsRegBase(): Ascend950 skips CheckUplimit (cann-abi.md §5, §5.1 step 3.5) */
+    const int regbase = strncmp(cannsim_soc_name(), "Ascend950", 9) == 0;
+    cannsim_key_bytes(&key, &regbase, sizeof regbase);
     uint64_t cached_ws = 0;
     aclOpExecutor *hit = cannsim_cache_lookup(P1, OP, &key, &io, &cached_ws);
     if (hit) {
@@ -342,7 +345,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
 
     char msg[600];
     msg[0] = 0;
-    rc = us3d_check(&mgo, &mos, &mis, scalesD, scalesH, scalesW, &mgi, 0, msg, sizeof msg);
+    rc = us3d_check(&mgo, &mos, &mis, scalesD, scalesH, scalesW, &mgi, regbase, msg, sizeof msg);
     if (rc) return cannsim_fail(rc, "%s: %s", P1, msg[0] ? msg : "invalid arguments");
 
     int64_t go_size[5], go_stride[5], gi_size[5], gi_stride[5];

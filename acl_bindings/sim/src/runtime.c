@@ -1230,9 +1230,16 @@ CANNSIM_API aclError aclrtGetDeviceCount(uint32_t *count) {
     return rc;
 }
 
+/* The SoC the simulator answers for: "CANN-Simulator" (an Atlas A2/A3 for the operator), or CANN_SIM_SOC's value
+   (read on every call), e.g. an Ascend950 name, so that the op takes CANN's Ascend950 branches (cann-abi.md §5). */
+CANNSIM_API const char *cannsim_soc_name(void) {
+    const char *v = getenv("CANN_SIM_SOC");
+    return v && *v ? v : "CANN-Simulator";
+}
+
 CANNSIM_API const char *aclrtGetSocName(void) {
     cannsim_enter("aclrtGetSocName");
-    return "CANN-Simulator";
+    return cannsim_soc_name();
 }
 
 CANNSIM_API const char *cannsimVersion(void) { return CANNSIM_VERSION_TEXT; }
@@ -2097,6 +2104,13 @@ CANNSIM_API aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, acl
         rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
                           "aclrtEventElapsedTime: %s event %p has %s (record it and synchronize its stream first)",
                           x == a ? "start" : "end", (void *)x, x->state == 0 ? "never been recorded" : "not completed yet");
+        goto out;
+    }
+    if (a->stream != b->stream || a->stream_serial != b->stream_serial) { /* RT 07_event_management.md */
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtEventElapsedTime: start event %p was recorded on stream %p and end event %p on stream "
+                          "%p: record both events on the same stream",
+                          (void *)a, (void *)a->stream, (void *)b, (void *)b->stream);
         goto out;
     }
     *ms = (float)((double)(ts_ns(&b->ts) - ts_ns(&a->ts)) / 1e6);
