@@ -85,11 +85,10 @@ def in_use(method: F) -> F:
         finally:
             list(map(_discard, sets, itertools.repeat(token)))
 
-    _GUARDED_CODES.add(guarded.__code__)
     return cast(F, guarded)
 
 
-_GUARDED_CODES: set[Any] = set()
+_GUARDED_CODE = cast(Any, in_use(lambda self: None)).__code__  # (every guarded method shares this code)
 
 
 def _frames_of(thread: int) -> Iterator[Any]:
@@ -101,7 +100,7 @@ def _frames_of(thread: int) -> Iterator[Any]:
 
 def _token_live(token: tuple[int, int]) -> bool:
     """Whether the in_use call that made *token* is still running (on its thread's stack)."""
-    return any(f.f_code in _GUARDED_CODES and f.f_locals.get("token") == token for f in _frames_of(token[0]))
+    return any(f.f_code is _GUARDED_CODE and f.f_locals.get("token") == token for f in _frames_of(token[0]))
 
 
 def _close_live(obj: Resource, thread: int) -> bool:
