@@ -3,7 +3,15 @@
 An aclnn operator ``X`` exports ``aclnnXGetWorkspaceSize(<args>, uint64_t *workspaceSize,
 aclOpExecutor **executor)`` and ``aclnnX(void *workspace, uint64_t workspaceSize,
 aclOpExecutor *executor, aclrtStream stream)``.  :class:`TwoPhaseOp` declares both
-from the operator's name and its phase-1 argtypes.
+from the operator's name and its **argument schema**: phase 1's arguments in order, each
+an input tensor, an output tensor, an int array or a double (:func:`input_tensor`,
+:func:`output_tensor`, :func:`int_array`, :func:`double`).  The schema gives the C
+argtypes, and tells :mod:`acl_bindings.calls` (which runs any declared operator, as a
+repeatable plan or one-shot) which tensor is input or output *k* of the executor::
+
+    OP = TwoPhaseOp("UpsampleNearestExact3d", (
+        input_tensor("self"), int_array("outputSize"),
+        double("scalesD"), double("scalesH"), double("scalesW"), output_tensor("out")))
 
 * Executors are single-use by default: phase 2 consumes them (cann-abi.md §1.3).
 * :meth:`Executor.make_repeatable` (aclSetAclOpExecutorRepeatable) allows many
@@ -19,18 +27,66 @@ aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from ctypes import POINTER, byref, c_uint64, c_void_p, cast, pointer
-from typing import Any
+from ctypes import POINTER, byref, c_double, c_uint64, c_void_p, cast, pointer
+from enum import Enum
+from typing import Any, NamedTuple, Sequence
 
 from ._lib import lib, raise_for_status
 from ._resource import ClosedParameter, Resource, release_cell, releases_allowed
-from ._types import aclOpExecutor_p
+from ._types import aclIntArray_p, aclOpExecutor_p, aclTensor_p
 from .memory import DeviceBuffer
 from .meta import Tensor
 from .prototypes import two_phase_prototypes
 from .runtime import Device, Stream
 
-__all__ = ["TwoPhaseOp", "Executor", "Workspace"]
+__all__ = ["TwoPhaseOp", "Executor", "Workspace", "Arg", "ArgKind", "input_tensor", "output_tensor", "int_array",
+           "double"]
+
+
+class ArgKind(Enum):
+    """What one phase-1 argument is."""
+
+    INPUT = "input tensor"  #: ``const aclTensor *``, input *k* of the executor (aclSetInputTensorAddr)
+    OUTPUT = "output tensor"  #: ``aclTensor *``, output *k* of the executor (aclSetOutputTensorAddr)
+    INT_ARRAY = "int array"  #: ``const aclIntArray *``
+    DOUBLE = "double"  #: ``double``
+
+
+#: The C type each kind of argument is passed as (cann-abi.md §1.2)
+_CTYPES = {ArgKind.INPUT: aclTensor_p, ArgKind.OUTPUT: aclTensor_p, ArgKind.INT_ARRAY: aclIntArray_p,
+           ArgKind.DOUBLE: c_double}
+
+
+class Arg(NamedTuple):
+    """One phase-1 argument of an operator's schema: its C name and kind."""
+
+    name: str
+    kind: ArgKind
+
+    @property
+    def is_tensor(self) -> bool:
+        """Whether it is an aclTensor (input or output)."""
+        return self.kind in (ArgKind.INPUT, ArgKind.OUTPUT)
+
+
+def input_tensor(name: str) -> Arg:
+    """An input ``const aclTensor *`` argument."""
+    return Arg(name, ArgKind.INPUT)
+
+
+def output_tensor(name: str) -> Arg:
+    """An output ``aclTensor *`` argument."""
+    return Arg(name, ArgKind.OUTPUT)
+
+
+def int_array(name: str) -> Arg:
+    """A ``const aclIntArray *`` argument."""
+    return Arg(name, ArgKind.INT_ARRAY)
+
+
+def double(name: str) -> Arg:
+    """A ``double`` argument."""
+    return Arg(name, ArgKind.DOUBLE)
 
 
 def _destroy_executor(cell: c_void_p) -> None:
@@ -133,21 +189,37 @@ class Workspace:
 
 
 class TwoPhaseOp:
-    """An aclnn two-phase operator, declared by name and phase-1 argtypes.
+    """An aclnn two-phase operator, declared by name and argument schema.
 
     Parameters
     ----------
     name:
         The operator name without the ``aclnn`` prefix, e.g. ``"UpsampleNearestExact3dBackward"``.
-    phase1_argtypes:
-        ctypes argtypes of phase 1, without the trailing ``workspaceSize`` and ``executor``.
+    schema:
+        Phase 1's arguments in C order (:class:`Arg`), without the trailing ``workspaceSize``
+        and ``executor``.
+
+    Attributes
+    ----------
+    schema:
+        The arguments.
+    inputs, outputs:
+        Positions in :attr:`schema` of the input and output tensors; the *k*-th of each is the
+        executor's input or output *k* (aclSetInputTensorAddr / aclSetOutputTensorAddr).
     """
 
-    def __init__(self, name: str, phase1_argtypes: tuple[Any, ...]) -> None:
+    def __init__(self, name: str, schema: Sequence[Arg]) -> None:
         self.name = name
+        self.schema = tuple(schema)
+        for arg in self.schema:
+            if not isinstance(arg, Arg):
+                raise TypeError(f"schema of {name}: expected Arg values (input_tensor(...), int_array(...), ...), "
+                                f"got {arg!r}")
+        self.inputs = tuple(i for i, a in enumerate(self.schema) if a.kind is ArgKind.INPUT)
+        self.outputs = tuple(i for i, a in enumerate(self.schema) if a.kind is ArgKind.OUTPUT)
         self.phase1_name = f"aclnn{name}GetWorkspaceSize"
         self.phase2_name = f"aclnn{name}"
-        lib.declare(two_phase_prototypes(name, tuple(phase1_argtypes)))
+        lib.declare(two_phase_prototypes(name, tuple(_CTYPES[a.kind] for a in self.schema)))
 
     def available(self) -> bool:
         """Whether the loaded operator libraries export both phases."""

@@ -18,9 +18,12 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
+from acl_bindings import AclnnParamError, AclTypeError
+
 from ._env import default_device
+from ._torch_host import host_view
+from .op import PHASE1
 from .session import Session
-from .torch_interop import host_view
 
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "default_session",
            "close_default_session"]
@@ -123,10 +126,6 @@ def UpsampleNearestExact3dGrad(grad_output: Any, input_size: Sequence[int],
     ``output_size=(0, 0, 0)`` takes (D, H, W) from *grad_output*'s shape; ``scales`` of 0 are
     "not given".
     """
-    from acl_bindings import AclnnParamError, AclTypeError
-
-    from .checks import PHASE1
-
     g = host_view(grad_output, "gradOut (grad_output)")
     out_sz: Any = output_size  # anything but (0, 0, 0) goes to the checks as given
     if _all_zero_ints(output_size) and isinstance(g, np.ndarray) and g.ndim == 5:

@@ -35,13 +35,14 @@ import numpy as np
 from acl_bindings import AclnnParamError, AclTypeError, DataType, Format
 from acl_bindings.enums import dtype_name
 
+from .op import PHASE1, layout_format, physical_shape, result_shape
+
 __all__ = [
     "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
     "normalize_scales", "scale_triple", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES",
     "overlap_problem", "check_output_memory", "physical_shape", "result_shape",
 ]
 
-PHASE1 = "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"
 MAX_SCALE = 50.0
 INT32_MAX = 2 ** 31 - 1
 DIM_LIMIT = 2 ** 20
@@ -66,16 +67,6 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: int = int(DataType.FLOAT)
     format: int = int(Format.NCDHW)
-
-
-def layout_format(layout: str, func: str = PHASE1) -> Format:
-    """``"NCDHW"`` -> ``ACL_FORMAT_NCDHW``; ``"NDHWC"`` -> ``ACL_FORMAT_NDHWC``."""
-    if layout == "NCDHW":
-        return Format.NCDHW
-    if layout == "NDHWC":
-        return Format.NDHWC
-    kind = AclnnParamError if isinstance(layout, str) else AclTypeError
-    raise kind(161002, func, f"layout: expected 'NCDHW' or 'NDHWC', got {layout!r}")
 
 
 def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
@@ -145,24 +136,6 @@ def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> tuple[float
             raise _type_fail(name, f"expected a float or None, got {type(v).__name__} {v!r}")
         out.append(float(v))
     return out[0], out[1], out[2]
-
-
-def physical_shape(layout: Any, n: int, c: int, d: int, h: int, w: int) -> tuple[int, ...]:
-    """The layout rule, in one place: ``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC.
-
-    *layout* is a layout name or an aclFormat; anything else reads as NCDHW (as CANN does).
-    """
-    return (n, d, h, w, c) if layout in ("NDHWC", Format.NDHWC) else (n, c, d, h, w)
-
-
-def result_shape(input_size: Any, layout: Any) -> tuple[int, ...]:
-    """gradInput's physical shape for *input_size* ``(N, C, iD, iH, iW)``; ``(-1,)`` when it is not five ints
-    (:func:`check_params` then reports the problem with CANN's code)."""
-    try:
-        n, c, d, h, w = (int(v) for v in input_size)
-    except (TypeError, ValueError):
-        return (-1,)
-    return physical_shape(layout, n, c, d, h, w)
 
 
 def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: Any,

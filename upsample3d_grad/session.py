@@ -34,9 +34,9 @@ from acl_bindings import (
     Device,
     DeviceBuffer,
     Event,
-    IntArray,
     Stream,
     Tensor,
+    TwoPhaseOp,
     Workspace,
     contiguous_strides,
     dtype_to_acl,
@@ -46,33 +46,18 @@ from acl_bindings import (
 from acl_bindings._resource import releases_allowed
 from acl_bindings._types import index_arg, int32_arg
 from acl_bindings.allocator import CachingAllocator, PooledBuffer, StreamClock
+from acl_bindings.calls import PlanCache, TensorArg, launch, run_all
+from acl_bindings.op import ArgKind
 
 from . import checks
-from ._api import OP
+from ._torch_host import host_view, is_tensor
 from .fastpath import PreparedCall, cached_check_params
-from .plans import ExecutorPlan, PlanCache, plan_key
-from .torch_interop import host_view, is_tensor
+from .op import OP
 
 __all__ = ["Session", "DeviceArray"]
 
 #: The function named by errors of :meth:`Session.upload` and :meth:`Session.empty` (not phase 1's).
 UPLOAD, EMPTY = "Session.upload", "Session.empty"
-
-
-def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
-    """Run every step even when one fails, then raise the first error (a failed release must not leak the rest)."""
-    first: Optional[Exception] = None
-    for step in steps:
-        try:
-            step()
-        except Exception as exc:
-            if first is None:
-                first = exc
-    if first is not None:
-        try:
-            raise first
-        finally:
-            first = None  # no cycle through this frame: what the steps left is released by reference counting
 
 
 def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
@@ -115,6 +100,8 @@ class DeviceArray:
         self.acl_format = checks.layout_format(layout)
         #: The storage the aclTensor declares: 1-D, the buffer's whole element count (cann-abi.md §8.1)
         self.storage_dims = (buffer.nbytes // self.dtype.itemsize,)
+        #: How the operator's calls describe this array (:class:`acl_bindings.calls.TensorArg`)
+        self.arg = TensorArg(shape, self.dtype, strides, offset, int(self.acl_format), self.storage_dims, buffer.ptr)
         self._tensor: Optional[Tensor] = None
 
     @property
@@ -183,7 +170,7 @@ class DeviceArray:
             tensor = self._tensor
             if self.buffer.closed and (tensor is None or tensor.closed):
                 return
-            _run_all((tensor.close if tensor is not None else _nothing, self._sync_before_free, self.buffer.close))
+            run_all((tensor.close if tensor is not None else _nothing, self._sync_before_free, self.buffer.close))
 
     def _sync_before_free(self) -> None:
         # the session's own calls are ordered by its stream clock (a cached block is reused only after the
@@ -362,7 +349,7 @@ class Session:
             steps += [arr.close for arr in list(self._arrays)]
             steps += [self._mark_closed, self.plans.clear, self.allocator.release_all, self.workspace.release,
                       self.stream.close, self._reset_device]
-            _run_all(steps)
+            run_all(steps)
 
     def _sync_for_close(self) -> None:
         if not releases_allowed():
@@ -573,7 +560,7 @@ class Session:
                         pass
                 raise
             # reverse order: the blocks go back so that the next call gets each of them for the same role
-            _run_all([arr.close for arr in reversed(owned)])
+            run_all([arr.close for arr in reversed(owned)])
             return out_tensor if out_tensor is not None else result
 
     def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
@@ -627,20 +614,41 @@ class Session:
         "not given"), converted once, in this one place, to the doubles CANN receives.
         """
         scales = checks.normalize_scales(*user_scales)
-        plan: Optional[ExecutorPlan] = None
-        if self.use_plans:
-            key = plan_key(go, gi, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), scales)
-            plan = self.plans.get(key, lambda: ExecutorPlan(go, gi, key.output_size, key.input_size, key.scales),
-                                  self._sync_if_pending)
-        if plan is not None:
-            size = plan.run(go, gi, self.workspace, self.stream)
-            self.last_path = "plan"
-        else:
-            with IntArray(list(output_size)) as out_arr, IntArray(list(input_size)) as in_arr:
-                size = OP(go.tensor, out_arr, in_arr, *scales, gi.tensor, stream=self.stream,
-                          workspace=self.workspace, keep=(go, gi, out_arr, in_arr))
-            self.last_path = "one-shot"
-        self._pending = True
+        return self._run(OP, (go, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales, gi))
+
+    def run(self, op: TwoPhaseOp, *values: Any) -> int:
+        """Queue one call of any declared operator *op* on the session's stream (no host checks, no sync).
+
+        *values* follow *op*'s schema (:mod:`acl_bindings.calls`): a :class:`DeviceArray` of this
+        session for each tensor, a sequence of ints for each int array, a float for each double.
+        Plans are kept per call shape as for :meth:`backward`.  Returns the workspace size.
+        """
+        with self._lock, self._active():
+            if len(values) != len(op.schema):
+                raise TypeError(f"{op.phase1_name}: expected {len(op.schema)} arguments "
+                                f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
+            converted: list[Any] = []
+            for arg, value in zip(op.schema, values):
+                if arg.is_tensor:
+                    if not isinstance(value, DeviceArray):
+                        raise checks.AclnnParamError(161002, op.phase1_name, f"{arg.name}: expected a DeviceArray, "
+                                                                             f"got {type(value).__name__}")
+                    value._check_open()
+                    if value.session is not self:
+                        raise checks.AclnnParamError(161002, op.phase1_name,
+                                                     f"{arg.name}: this DeviceArray belongs to another Session")
+                    converted.append(value)
+                elif arg.kind is ArgKind.INT_ARRAY:
+                    converted.append(tuple(checks.int_sequence(value, arg.name, op.phase1_name)))
+                else:
+                    converted.append(float(value))
+            return self._run(op, converted)
+
+    def _run(self, op: TwoPhaseOp, values: Sequence[Any]) -> int:
+        """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`)."""
+        self._pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
+        size, self.last_path = launch(op, values, plans=self.plans if self.use_plans else None,
+                                      workspace=self.workspace, stream=self.stream, before_evict=self._sync_if_pending)
         self.calls += 1
         self.last_workspace_size = size
         return size

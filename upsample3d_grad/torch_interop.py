@@ -37,9 +37,14 @@ from typing import Any, Callable, Sequence
 import ml_dtypes
 import numpy as np
 
-from acl_bindings import AclnnParamError
+from acl_bindings import AclnnParamError, dtype_to_acl, load_backend
+from acl_bindings.calls import run_once
+from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, tensor_to_numpy, torch_module
 
 from . import checks
+from ._torch_host import host_view
+from .api import _on_default_session
+from .op import OP
 
 __all__ = ["tensor_to_numpy", "numpy_to_tensor", "backward_torch", "describe_tensor", "TorchDescription",
            "run_on_storage", "is_tensor", "host_view"]
@@ -49,138 +54,19 @@ _BF16 = np.dtype(ml_dtypes.bfloat16)
 _PLAIN_FORMATS = (2, 27, 30)
 
 
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - only without torch
-        raise ImportError("upsample3d_grad.torch_interop needs PyTorch: pip install torch") from exc
-    return torch
-
-
-def _is_tensor(x: Any) -> bool:
-    mod = type(x).__module__
-    if not mod.startswith("torch"):
-        return False
-    return isinstance(x, _torch().Tensor)
-
-
-def is_tensor(x: Any) -> bool:
-    """Whether *x* is a torch tensor (without importing torch for anything else)."""
-    return _is_tensor(x)
-
-
-def host_view(x: Any, param: str, *, writable: bool = False) -> Any:
-    """*x* as numpy when it is a CPU torch tensor (a view sharing its memory); anything else unchanged.
-
-    Parameters
-    ----------
-    x:
-        A torch tensor, or anything else (returned as it is).
-    param:
-        The parameter's name, for the error message.
-    writable:
-        The result is written into (``out=``): a view that would need a copy is refused.
-
-    Raises
-    ------
-    TypeError
-        When the tensor lives on another device than the CPU (NPU tensors go through
-        :func:`backward_torch`, which uses their memory in place), or when *writable* and the
-        tensor is a negative or conjugate view (numpy cannot write through it).
-    """
-    if not _is_tensor(x):
-        return x
-    if x.device.type != "cpu":
-        raise TypeError(f"{param}: the torch tensor is on {x.device}, not the CPU; pass a CPU tensor (or numpy "
-                        "array), move it with .cpu(), or use upsample3d_grad.torch_interop.backward_torch, which "
-                        "runs NPU tensors in place")
-    if writable and (x.is_conj() or x.is_neg()):
-        raise TypeError(f"{param}: a negative or conjugate torch view cannot be written in place; pass "
-                        "t.resolve_neg() / t.resolve_conj()")
-    return tensor_to_numpy(x)
-
-
-def tensor_to_numpy(t: Any) -> np.ndarray:
-    """View a CPU torch tensor as a numpy array, without a copy where possible.
-
-    Parameters
-    ----------
-    t:
-        A ``torch.Tensor`` on the CPU.  ``requires_grad`` is ignored (detached);
-        bfloat16 becomes ``ml_dtypes.bfloat16``; negative or conjugate views are
-        resolved first (which copies).
-
-    Returns
-    -------
-    numpy.ndarray
-        Sharing memory with *t* (same strides), so writing into it writes into *t*.
-
-    Raises
-    ------
-    TypeError
-        If *t* is not a tensor, or lives on another device: NPU tensors go through
-        :func:`backward_torch`, which uses their memory in place.
-    """
-    torch = _torch()
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cpu":
-        raise TypeError(f"the tensor is on {t.device}, not the CPU: use upsample3d_grad.torch_interop.backward_torch, "
-                        "which runs on NPU tensors in place, or move it with .cpu()")
-    t = t.detach()
-    if t.is_conj():
-        t = t.resolve_conj()
-    if t.is_neg():
-        t = t.resolve_neg()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_BF16)
-    return t.numpy()
-
-
-def numpy_to_tensor(a: np.ndarray) -> Any:
-    """A CPU torch tensor sharing *a*'s memory (bfloat16 through an int16 view)."""
-    torch = _torch()
-    if a.dtype == _BF16:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
 # --------------------------------------------------------------------------- tensor descriptions
 
-class TorchDescription:
-    """How a tensor is described to aclnn (cann-abi.md §1.3, torch_npu's own convention).
-
-    Attributes
-    ----------
-    shape, strides:
-        ``t.shape`` and ``t.stride()`` (elements).
-    offset:
-        ``t.storage_offset()`` (elements).
-    storage_dims:
-        ``(storage bytes // itemsize,)``: a 1-D storage shape.
-    address:
-        The storage's base pointer (not ``data_ptr()``, which includes the offset).
-    dtype:
-        The numpy dtype.
-    """
+class TorchDescription(TensorDescription):
+    """How a tensor is described to aclnn (:class:`acl_bindings.torch.TensorDescription`), for the operator's
+    dtypes (float32, float16, bfloat16; another is a 161002 naming gradOut)."""
 
     def __init__(self, t: Any) -> None:
-        torch = _torch()
+        torch = torch_module()
         table = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16), torch.bfloat16: _BF16}
         if t.dtype not in table:
             raise AclnnParamError(161002, checks.PHASE1,
-                                  f"gradOut: dtype must be float32, float16 or bfloat16, got {t.dtype}")
-        self.dtype = table[t.dtype]
-        self.shape = tuple(int(n) for n in t.shape)
-        self.strides = tuple(int(s) for s in t.stride())
-        self.offset = int(t.storage_offset())
-        storage = t.untyped_storage()
-        self.storage_dims = (int(storage.nbytes()) // self.dtype.itemsize,)
-        self.address = int(storage.data_ptr())
-
-    def __repr__(self) -> str:
-        return (f"<TorchDescription shape={self.shape} strides={self.strides} offset={self.offset} "
-                f"storage_dims={self.storage_dims} address={self.address:#x} dtype={self.dtype}>")
+                                  f"gradOut: dtype must be {checks.SUPPORTED_NAMES}, got {t.dtype}")
+        super().__init__(t, table[t.dtype])
 
 
 def describe_tensor(t: Any) -> TorchDescription:
@@ -218,16 +104,16 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
     """
     if return_type not in ("torch", "numpy"):
         raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
-    if _is_tensor(grad_output) and grad_output.device.type != "cpu":
+    if is_tensor(grad_output) and grad_output.device.type != "cpu":
         if grad_output.device.type != "npu":
             raise TypeError(f"grad_output is on {grad_output.device}: only CPU and NPU (torch_npu) tensors are "
                             "supported")
         return _backward_npu(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), layout, out,
                              return_type, strict)
-    g = tensor_to_numpy(grad_output) if _is_tensor(grad_output) else grad_output
+    g = tensor_to_numpy(grad_output) if is_tensor(grad_output) else grad_output
     out_np = None
     if out is not None:
-        if _is_tensor(out):
+        if is_tensor(out):
             out_np = tensor_to_numpy(out)  # shares memory: the result lands in *out*
         elif isinstance(out, np.ndarray):
             out_np = out
@@ -235,8 +121,6 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
             raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
     result: Any
     if session is None:
-        from .api import _on_default_session
-
         with _on_default_session() as default:  # (kept open while this call runs on it)
             result = default.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
                                       out=out_np, strict=strict)
@@ -245,7 +129,7 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
                                   out=out_np, strict=strict)
     if return_type == "numpy":
         return result
-    if out is not None and _is_tensor(out):
+    if out is not None and is_tensor(out):
         return out
     return numpy_to_tensor(result)
 
@@ -298,13 +182,11 @@ def _npu_format(t: Any) -> int | None:
 def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int],
                   scales: tuple[float | None, float | None, float | None], layout: str, out: Any,
                   return_type: str, strict: bool) -> Any:
-    torch = _torch()
+    torch = torch_module()
     try:
         import torch_npu
     except ImportError as exc:
         raise ImportError("grad_output is on an NPU but torch_npu cannot be imported") from exc
-    from acl_bindings import load_backend
-
     backend = load_backend()
     _check_same_runtime(backend)
     fmt = checks.layout_format(layout)
@@ -312,9 +194,9 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
     for name, t in (("grad_output", go), ("out", out)):
         if t is None:
             continue
-        if not _is_tensor(t) or t.device != device:
+        if not is_tensor(t) or t.device != device:
             raise TypeError(f"{name}: expected a tensor on {device}, got "
-                            f"{t.device if _is_tensor(t) else type(t).__name__}")
+                            f"{t.device if is_tensor(t) else type(t).__name__}")
         npu_fmt = _npu_format(t)
         if npu_fmt is not None and npu_fmt not in _PLAIN_FORMATS:
             raise AclnnParamError(161002, checks.PHASE1,
@@ -360,31 +242,17 @@ def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequ
     workspace size.  Used for NPU tensors by :func:`backward_torch`; the simulator tests
     drive it with torch tensors over simulator device memory.
     """
-    from acl_bindings import IntArray, Tensor
+    keep: list[Any] = []
 
-    from ._api import aclnnUpsampleNearestExact3dBackward, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
+    def reserve(n: int) -> int:
+        address, kept = workspace(n)
+        keep.append(kept)  # released after the launch: the allocator orders its reuse on the stream
+        return address
 
-    tensors = [Tensor(d.shape, d.dtype, None, strides=d.strides, offset=d.offset, format=fmt,
-                      storage_dims=d.storage_dims, address=d.address) for d in (go, gi)]
-    arrays: list[IntArray] = []
-    try:
-        arrays = [IntArray(list(output_size)), IntArray(list(input_size))]
-        size, executor = aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
-            tensors[0], arrays[0], arrays[1], *scales, tensors[1])
-        try:
-            address, keep = workspace(size) if size > 0 else (None, None)
-            raw_stream: Any = ctypes.c_void_p(stream())  # a borrowed aclrtStream, not an acl_bindings.Stream
-            aclnnUpsampleNearestExact3dBackward(address, size, executor, raw_stream)
-            del keep  # released after the launch: the allocator orders its reuse on the stream
-        finally:
-            executor.close()  # only destroys an executor that phase 2 did not consume
-    finally:
-        for obj in (*tensors, *arrays):  # descriptors only: the memory belongs to the caller
-            obj.close()
-    return size
+    values = (go.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales,
+              gi.arg(fmt))
+    return run_once(OP, values, reserve, lambda: ctypes.c_void_p(stream()))  # a borrowed aclrtStream
 
 
 def _acl_dtype(dt: np.dtype) -> int:
-    from acl_bindings import dtype_to_acl
-
     return int(dtype_to_acl(dt))

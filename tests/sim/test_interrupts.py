@@ -47,6 +47,20 @@ EXPECTED = [36.0, 100.0, 164.0, 228.0]
 
 
 _NOP = dis.opmap["NOP"]
+_LOAD_CONST = dis.opmap["LOAD_CONST"]
+_SWAP = dis.opmap.get("SWAP", -1)
+
+
+def _undeliverable(code: Any, lasti: int) -> bool:
+    """Whether a real signal cannot arrive at instruction *lasti* of *code* (see :class:`_Interrupter`)."""
+    raw = code.co_code
+    if raw[lasti] == _NOP:
+        return True
+    # a with block's exit: __exit__(None, None, None) (after a SWAP that keeps the value a return returns)
+    if raw[lasti] == _SWAP:
+        lasti += 2
+    return lasti + 6 <= len(raw) and all(raw[lasti + i] == _LOAD_CONST and code.co_consts[raw[lasti + i + 1]] is None
+                                         for i in (0, 2, 4))
 
 
 class _Interrupter:
@@ -56,7 +70,11 @@ class _Interrupter:
     signal can arrive: CPython runs signal handlers only at its eval-breaker checks (calls, backward
     jumps, function entry), and since 3.11 an exception raised by a trace function at such a NOP is
     not covered by the exception table, so enclosing ``with`` and ``finally`` blocks are skipped
-    (python/cpython#148278).  There the interrupt is delivered at the next line instead.
+    (python/cpython#148278).  The same holds for the line event that starts a ``with`` block's exit
+    (``LOAD_CONST None`` three times, after a ``SWAP`` when the block returns, then the ``__exit__``
+    call): the exception table sends an
+    exception raised there past ``__exit__`` (a lock would stay held), while a real signal is only
+    handled once that call has returned.  There the interrupt is delivered at the next line instead.
     """
 
     def __init__(self, k: int) -> None:
@@ -70,7 +88,7 @@ class _Interrupter:
         if event == "line":
             self.lines += 1
             if self.lines == self.k or self.pending:
-                if frame.f_code.co_code[frame.f_lasti] == _NOP:
+                if _undeliverable(frame.f_code, frame.f_lasti):
                     self.pending = True  # (see the class docstring)
                     return self
                 self.pending = False

@@ -1,0 +1,589 @@
+"""A prepared call: one call shape of any declared operator on device arrays, with per-call work minimal.
+
+Everything that does not change between calls is done once, at preparation:
+
+* the C arguments (dims, strides, sizes, doubles), built once as ctypes objects;
+* phase 1 once, with a **repeatable executor** (``plan=True``, an :class:`acl_bindings.calls.ExecutorPlan`):
+  each call is then phase 2 on the owner's stream (plus a stream synchronisation unless
+  ``sync=False``), and the executor is pointed at new device addresses only when another array
+  is passed;
+* or, with ``plan=False`` (or when the library refuses repeatable mode), a **lean one-shot** call:
+  per call an aclTensor per tensor argument and an aclIntArray per int array are made from the
+  prepared ctypes arguments, phase 1, phase 2, synchronisation, and the handles destroyed - on
+  error paths too;
+* a workspace owned by the prepared call, kept between calls.
+
+The hot C functions are called through their own ctypes function objects
+(:meth:`acl_bindings.Lib.lean`: signatures from the prototype table, no per-call ``errcheck``);
+a non-zero status raises the same :class:`acl_bindings.AclError` (with its code and
+``aclGetRecentErrMsg`` text), a NULL handle raises code 561103.
+
+The *owner* is what the call runs on (a session): it has ``device``, ``stream``, ``_lock`` (held by
+every call), ``closed``, ``_sync()`` (synchronise its stream) and ``clock`` (an
+:class:`acl_bindings.allocator.StreamClock`: when work on the stream is known done).
+A tensor value is a device array with ``arg`` (:class:`~acl_bindings.calls.TensorArg`), ``buffer``
+and ``_check_open()``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import weakref
+from ctypes import byref, c_double, c_int64, c_size_t, c_uint64, c_void_p
+from typing import Any, Callable, Optional, Sequence
+
+from ._lib import lib, null_handle_error, raise_for_status, recent_error_message
+from ._resource import releases_allowed
+from .calls import ExecutorPlan, TensorArg
+from .enums import dtype_to_acl
+from .errors import AclError, AclnnParamError, ClosedError
+from .memory import DeviceBuffer
+from .op import ArgKind, TwoPhaseOp
+
+__all__ = ["PreparedCall", "lean_names", "conforms"]
+
+_log = logging.getLogger("acl_bindings")
+
+_ZERO = c_size_t(0)
+
+
+def lean_names(op: TwoPhaseOp) -> tuple[str, ...]:
+    """The C functions a prepared call of *op* uses."""
+    return ("aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray", "aclDestroyIntArray", "aclDestroyAclOpExecutor",
+            "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclrtSynchronizeStream", op.phase1_name,
+            op.phase2_name)
+
+
+def conforms(name: str, args: Sequence[Any]) -> bool:
+    """Whether *args* fit *name*'s C signature for a lean call (see :meth:`acl_bindings.Lib.conforms`)."""
+    return bool(lib.conforms(name, args))
+
+
+class _Fns:
+    """Lean function objects for one operator on the loaded backend.  Calls that only read and write host-side
+    metadata keep the GIL; phase 2 and the stream synchronisation, which may wait for the device, release it."""
+
+    def __init__(self, op: TwoPhaseOp) -> None:
+        release = {op.phase2_name, "aclrtSynchronizeStream"}
+        for name in lean_names(op):
+            setattr(self, name, lib.lean(name, release_gil=name in release))
+        self.phase1 = getattr(self, op.phase1_name)
+        self.phase2 = getattr(self, op.phase2_name)
+
+    def __getattr__(self, name: str) -> Any:  # (for the type checker: set in __init__)
+        raise AttributeError(name)
+
+
+_fns: dict[str, _Fns] = {}
+
+
+def _lean(op: TwoPhaseOp) -> _Fns:
+    fns = _fns.get(op.name)
+    if fns is None:
+        fns = _fns[op.name] = _Fns(op)
+    return fns
+
+
+def _c_array(values: Sequence[int]) -> Any:
+    return (c_int64 * len(values))(*values)
+
+
+class _TensorSource:
+    """The aclCreateTensor arguments of a tensor argument, as ready ctypes objects (``args``)."""
+
+    __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "storage", "nstorage", "address", "args")
+
+    def __init__(self, arg: TensorArg) -> None:
+        self.dims = _c_array(arg.shape)
+        self.ndim = c_uint64(len(arg.shape))
+        self.dtype = int(dtype_to_acl(arg.dtype))  # C int (enums are ints, cann-abi.md §2): passed as a Python int
+        self.strides = _c_array(arg.strides)
+        self.offset = c_int64(arg.offset)
+        self.format = int(arg.format)  # C int (aclFormat)
+        self.set_storage(arg.storage_dims)
+        self.set_address(arg.address)
+
+    def set_storage(self, storage_dims: Sequence[int]) -> None:
+        self.storage = _c_array(storage_dims)
+        self.nstorage = c_uint64(len(storage_dims))
+
+    def set_address(self, address: int) -> None:
+        self.address = c_void_p(address)
+        self.args = (self.dims, self.ndim, self.dtype, self.strides, self.offset, self.format, self.storage,
+                     self.nstorage, self.address)
+
+
+class _ArraySource:
+    """The aclCreateIntArray arguments of an int array (``args``)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, values: Sequence[int]) -> None:
+        self.args = (_c_array(values), c_uint64(len(values)))
+
+
+class _Leftovers:
+    """The per-call handles of the lean one-shot path, in cells the finalizer net can read.
+
+    ``cells`` hold the call's aclTensors and aclIntArrays while it runs (``names``: their destroy
+    functions), ``ex`` the executor phase 1 wrote; ``refused`` the handles whose destroy the library
+    refused (or that an interrupted call left behind), as ``(destroy function name, handle)``.
+    """
+
+    __slots__ = ("cells", "names", "ex", "refused")
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self.cells: list[Any] = [None] * len(self.names)
+        self.ex = c_void_p()
+        self.refused: list[tuple[str, Any]] = []
+
+    def busy(self) -> bool:
+        """Whether any handle is still held."""
+        return bool(self.refused or self.ex or any(self.cells))
+
+    def salvage(self) -> None:
+        """Move whatever the cells still hold to ``refused`` (each in one statement: never lost, never twice)."""
+        for k, name in enumerate(self.names):
+            if self.cells[k]:
+                self.refused, self.cells[k] = [*self.refused, (name, self.cells[k])], None
+        if self.ex:
+            self.refused, self.ex.value = [*self.refused, ("aclDestroyAclOpExecutor", c_void_p(self.ex.value))], None
+
+    def destroy(self, fns: Any) -> None:
+        """Destroy every handle in ``refused`` (and the cells); keep those refused again, raise the first error."""
+        self.salvage()
+        first, name = 0, ""
+        for entry in list(self.refused):
+            self.refused = [e for e in self.refused if e is not entry] if not (
+                rc := getattr(fns, entry[0])(entry[1])) else self.refused
+            if rc and not first:
+                first, name = rc, entry[0]
+        if first:
+            raise_for_status(first, name)
+
+
+def _release_leftovers(fns: _Fns, left: _Leftovers, device: Any) -> None:
+    """The finalizer net of a prepared call's per-call handles (errors are logged, never raised)."""
+    if not left.busy() or not releases_allowed():
+        return
+    try:
+        with device.active():
+            left.destroy(fns)
+    except Exception as exc:
+        _log.debug("release of a prepared call's handles by finalizer failed: %s", exc)
+
+
+class PreparedCall:
+    """One call shape of *op* on device arrays, prepared once (see the module docstring).
+
+    Parameters
+    ----------
+    owner:
+        What the call runs on (a session): its device, stream and lock are used.
+    op:
+        The declared operator.
+    values:
+        One value per schema argument (see :mod:`acl_bindings.calls`); tensors are device arrays.
+    plan:
+        Phase 1 once with a repeatable executor (default).  False: a lean one-shot call each
+        time.  When the library refuses repeatable mode, the call falls back to one-shot,
+        :attr:`fallback` says why, and every :attr:`retry_after` calls it asks again.
+    sync:
+        Synchronise the stream after each call (default).  False: only queue the work.
+
+    Attributes
+    ----------
+    plan:
+        Whether a repeatable executor is in use.
+    fallback:
+        The error text when repeatable mode was refused, else None.
+    workspace_size:
+        Bytes of workspace phase 1 asked for (at preparation).
+    calls:
+        Completed calls.
+    retry_after:
+        One-shot calls after a refused plan before the next request (class attribute, 64).
+    """
+
+    retry_after = 64
+
+    def __init__(self, owner: Any, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True,
+                 sync: bool = True) -> None:
+        self._closed = True
+        self._plan: Optional[ExecutorPlan] = None
+        self._ws: Optional[DeviceBuffer] = None
+        self._ws_ptr: Optional[c_void_p] = None
+        self._ws_cap = 0
+        self._stale: list[Any] = []  # objects of a failed plan retry whose release was refused
+        self._released = True  # nothing owned yet
+        self.session = owner
+        self.op = op
+        self.sync = bool(sync)
+        self.calls = 0
+        self.plan = False
+        self.fallback: Optional[str] = None
+        self._retry_left = 0  # one-shot calls left before a refused plan is asked for again
+        self.workspace_size = 0
+        schema = op.schema
+        #: schema positions of the arguments that are handles (tensors and int arrays), in order: the slots
+        self._where = tuple(pos for pos, a in enumerate(schema) if a.kind is not ArgKind.DOUBLE)
+        self._tensor_positions = tuple(pos for pos, a in enumerate(schema) if a.is_tensor)
+        # per-call handles not destroyed yet (refused, or a call interrupted)
+        self._left = _Leftovers(["aclDestroyTensor" if schema[pos].is_tensor else "aclDestroyIntArray"
+                                 for pos in self._where])
+        with owner._lock:
+            owner._check_open()
+            self._values = list(values)
+            self._fns = _lean(op)
+            self._stream = c_void_p(owner.stream.handle)
+            self._device = owner.device
+            self._lock = owner._lock
+            self._sources = [_TensorSource(values[pos].arg) if schema[pos].is_tensor else _ArraySource(values[pos])
+                             for pos in self._where]
+            self._size_out = c_uint64()
+            self._ex_out = c_void_p()
+            #: phase 1's arguments: doubles as ready ctypes objects, handles filled in per call
+            self._phase1_args: list[Any] = [c_double(float(values[pos])) if a.kind is ArgKind.DOUBLE else None
+                                            for pos, a in enumerate(schema)]
+            self._phase1_args += [byref(self._size_out), byref(self._ex_out)]
+            self._left.ex = self._ex_out
+            # the garbage collector's net for the per-call handles (never self: see _Leftovers)
+            fin = weakref.finalize(self, _release_leftovers, self._fns, self._left, owner.device)
+            fin.atexit = False
+            self._released = False
+            owner._register_prepared(self)  # from here on, the owner's close() releases what this call owns
+            try:
+                with self._device.active():
+                    self._prepare(bool(plan))
+            except BaseException:
+                self._closed = True
+                try:
+                    self._release()
+                except Exception:
+                    pass  # the first error is the one to report; close() retries what is left
+                raise
+            self._closed = False
+
+    # ------------------------------------------------------------------ preparation
+    def _prepare(self, plan: bool) -> None:
+        """Phase 1 once: learn the workspace size; keep a repeatable executor when *plan*."""
+        # a plan's own storage description (acl_bindings.calls: the op cache)
+        prep = self._plan = ExecutorPlan(self.op, self._values, plan_storage=plan)
+        self.workspace_size = prep.workspace_size
+        self._ensure_workspace(prep.workspace_size)
+        if plan and prep.executor is not None and prep.executor.handle is not None:
+            try:
+                prep.make_repeatable()
+            except AclError as exc:
+                self.fallback = str(exc)
+                self._retry_left = self.retry_after
+            else:
+                self.plan = True
+        if self.plan:
+            self._use_plan()
+        else:
+            prep.close()  # an executor phase 2 never ran is destroyed (cann-abi.md §1.3); each call makes its own
+            self._plan = None
+            self._run = self._make_oneshot()
+        self._check_conformance()
+
+    def _use_plan(self) -> None:
+        """Calls run phase 2 of the plan's repeatable executor from now on."""
+        plan = self._plan
+        assert plan is not None and plan.executor is not None
+        self._ex = ctypes.cast(plan.executor.handle, c_void_p)
+        self._size = c_uint64(plan.workspace_size)
+        self._run = self._run_plan
+
+    def _retry_plan(self) -> None:
+        """Ask again for a repeatable executor, :attr:`retry_after` one-shot calls after a refusal.
+
+        On success the call uses it from now on (and :attr:`fallback` is None again); a refusal
+        (any :class:`~acl_bindings.AclError`) keeps the one-shot path and schedules the next try.
+        """
+        try:
+            with self._device.active():
+                plan = ExecutorPlan(self.op, self._values, leftovers=self._stale)
+                try:
+                    plan.make_repeatable()
+                    self._ensure_workspace(plan.workspace_size)
+                except BaseException:
+                    try:
+                        plan.close()
+                    except Exception:
+                        pass
+                    self._stale += plan.still_open()  # refused: close() retries them
+                    raise
+        except AclError as exc:
+            self.fallback = str(exc)
+            self._retry_left = self.retry_after
+            return
+        self._plan = plan
+        self.workspace_size = plan.workspace_size
+        self.plan, self.fallback = True, None
+        self._use_plan()
+        self._check_conformance()
+
+    def _check_conformance(self) -> None:
+        """Every prepared argument tuple has exactly the C types of the signature table."""
+        op = self.op
+        found: list[tuple[str, Sequence[Any]]] = [
+            ("aclCreateTensor" if op.schema[pos].is_tensor else "aclCreateIntArray", src.args)
+            for pos, src in zip(self._where, self._sources)]
+        phase1 = list(self._phase1_args)
+        for pos in self._where:
+            phase1[pos] = c_void_p()
+        found += [(op.phase1_name, phase1),
+                  (op.phase2_name, (self._ws_ptr, self._size_out, self._ex_out, self._stream)),
+                  ("aclrtSynchronizeStream", (self._stream,))]
+        if self.plan:
+            found.append((op.phase2_name, (self._ws_ptr, self._size, self._ex, self._stream)))
+        for name, args in found:
+            if not conforms(name, args):
+                raise TypeError(f"internal error: prepared arguments of {name} do not match its C signature")
+
+    def _ensure_workspace(self, size: int) -> None:
+        if size <= (self._ws.nbytes if self._ws is not None else 0):
+            return
+        if self._ws is not None:
+            self.session._sync()  # queued work may still use the smaller one
+            self._ws.close()
+            self._ws = None
+            self._ws_ptr = None
+            self._ws_cap = 0
+        self._ws = DeviceBuffer(self._device, size)
+        self._ws_ptr = c_void_p(self._ws.ptr)
+        self._ws_cap = size
+
+    # ------------------------------------------------------------------ calling
+    def _call(self, replace: Sequence[tuple[int, Any]]) -> Any:
+        """Run the operator, first using the arrays of *replace* (``(schema position, array or None)``) from now
+        on; returns the first output tensor's array."""
+        with self._lock:  # (a with statement: a real Ctrl-C cannot fall between acquiring and the try)
+            if self._closed or self.session._closed:
+                raise ClosedError(f"this {type(self).__name__} is closed" if self._closed else
+                                  f"this {type(self.session).__name__} is closed")
+            values = self._values
+            for pos, arr in replace:
+                if arr is not None and arr is not values[pos]:
+                    self._rebind(pos, arr)
+            for pos in self._tensor_positions:
+                if values[pos].buffer.closed:
+                    values[pos]._check_open()
+            if self._device.is_current():  # (read from the runtime: nothing to switch, nothing to restore)
+                self._run()
+            else:
+                with self._device.active():
+                    self._run()
+            self.calls += 1
+            if self._retry_left:  # a plan was refused: ask again now and then
+                self._retry_left -= 1
+                if not self._retry_left:
+                    self._retry_plan()
+            return values[self.op.outputs[0]] if self.op.outputs else None
+
+    def _check_value(self, arr: Any, param: str) -> None:
+        """Raise unless *arr* may be a tensor argument named *param* (an open device array of the owner)."""
+        arr._check_open()
+
+    def _rebind(self, pos: int, arr: Any) -> None:
+        """Use *arr* for the tensor at schema position *pos* from now on: same layout as before, new address."""
+        old = self._values[pos]
+        others = [self._values[p] for p in self._tensor_positions if p != pos]
+        try:
+            same = (arr.session is self.session and arr.arg[:5] == old.arg[:5] and not arr.buffer.closed
+                    and all(arr.buffer is not o.buffer for o in others))
+        except AttributeError:
+            same = False
+        if not same:
+            self._explain_rebind(pos, arr, old, others)
+        new = arr.arg
+        src = self._sources[self._where.index(pos)]
+        assert isinstance(src, _TensorSource)
+        if new.storage_dims != old.arg.storage_dims:
+            # a one-shot call describes the new buffer (a plan's executor keeps its phase-1 storage, which
+            # covers the same view: only phase 1 checks it, cann-abi.md §8.1)
+            src.set_storage(new.storage_dims)
+        if self.plan and new.address != src.address.value:
+            assert self._plan is not None
+            self._plan.rebind(pos, new.address)
+        src.set_address(new.address)
+        self._values[pos] = arr
+
+    def _explain_rebind(self, pos: int, arr: Any, old: Any, others: Sequence[Any]) -> None:
+        """Raise the error that says why *arr* cannot replace *old*."""
+        param = self.op.schema[pos].name
+        self._check_value(arr, param)
+        for other in others:
+            if arr.buffer is other.buffer:
+                names = " and ".join(a.name for a in self.op.schema if a.is_tensor)
+                raise AclnnParamError(161002, self.op.phase1_name,
+                                      f"{names} share one device buffer; they must not overlap")
+        want, got = old.arg, arr.arg
+        raise AclnnParamError(
+            161002, self.op.phase1_name,
+            f"{param}: a prepared call takes arrays like the one it was prepared with: shape {want.shape} "
+            f"dtype {want.dtype} layout {getattr(old, 'layout', want.format)} strides {want.strides} offset "
+            f"{want.offset}; got shape {got.shape} dtype {got.dtype} layout {getattr(arr, 'layout', got.format)} "
+            f"strides {got.strides} offset {got.offset}")
+
+    def _run_plan(self) -> None:
+        f = self._fns
+        clock = self.session.clock
+        clock.pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
+        rc = f.phase2(self._ws_ptr, self._size, self._ex, self._stream)
+        if rc:
+            raise_for_status(rc, self.op.phase2_name)
+        if self.sync:
+            rc = f.aclrtSynchronizeStream(self._stream)
+            if rc:
+                raise_for_status(rc, "aclrtSynchronizeStream")
+            clock.synchronized()
+
+    def _make_oneshot(self) -> Callable[[], None]:
+        """The one-shot call, as a closure over everything that does not change between calls."""
+        f, op = self._fns, self.op
+        tensor = [op.schema[pos].is_tensor for pos in self._where]
+        creates = tuple(f.aclCreateTensor if t else f.aclCreateIntArray for t in tensor)
+        create_names = tuple("aclCreateTensor" if t else "aclCreateIntArray" for t in tensor)
+        destroys = tuple(f.aclDestroyTensor if t else f.aclDestroyIntArray for t in tensor)
+        destroy_names = self._left.names
+        destroy_executor = f.aclDestroyAclOpExecutor
+        phase1, phase2, synchronize = f.phase1, f.phase2, f.aclrtSynchronizeStream
+        phase1_name, phase2_name = op.phase1_name, op.phase2_name
+        sources = self._sources  # their .args change when arrays are rebound
+        template, where, slots = self._phase1_args, self._where, range(len(self._where))
+        backwards = range(len(self._where) - 1, -1, -1)
+        size_out, ex = self._size_out, self._ex_out
+        stream = self._stream
+        sync, clock = self.sync, self.session.clock
+
+        left = self._left
+        cells = left.cells  # the handles of the call, in schema order
+
+        def run() -> None:
+            if ex or any(cells):
+                left.salvage()  # an earlier call was interrupted: its handles are destroyed by close()
+            done = False
+            failed, failed_name = 0, ""
+            try:
+                for k in slots:
+                    # each handle is stored in the statement that creates it: a cell the finalizer net reads
+                    cells[k] = creates[k](*sources[k].args)
+                    if not cells[k]:
+                        raise null_handle_error(create_names[k])
+                args = list(template)
+                for k in slots:
+                    args[where[k]] = cells[k]
+                rc = phase1(*args)
+                if rc:
+                    raise_for_status(rc, phase1_name)
+                if ex:
+                    size = size_out.value
+                    if size > self._ws_cap:
+                        try:
+                            self._ensure_workspace(size)
+                        except BaseException:
+                            # never run: destroy it (cann-abi.md §1.3)
+                            ex.value = None if not destroy_executor(ex) else ex.value
+                            left.salvage()
+                            raise
+                    clock.pending = True  # before the work is queued (an interrupt after it: the clock knows)
+                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten in
+                    # the statement of the call
+                    ex.value, rc = None, phase2(self._ws_ptr if size else None, size_out, c_void_p(ex.value), stream)
+                    if rc:
+                        raise_for_status(rc, phase2_name)
+                    if sync:
+                        rc = synchronize(stream)
+                        if rc:
+                            raise_for_status(rc, "aclrtSynchronizeStream")
+                        clock.synchronized()
+                done = True
+            finally:
+                # reverse order of creation; every handle is destroyed, on error paths too; each cell is
+                # emptied in the statement of its successful destroy
+                for k in backwards:
+                    if cells[k]:
+                        cells[k] = None if not (rc := destroys[k](cells[k])) else cells[k]
+                        if rc and not failed:
+                            failed, failed_name = rc, destroy_names[k]
+                if failed:  # still live: kept, and destroyed again by close()
+                    left.salvage()
+                    if not done:
+                        recent_error_message()  # another error is being raised: this one's message must not linger
+            # reached only when nothing above raised: a refused destroy is then the error to report
+            if failed:
+                raise_for_status(failed, failed_name)
+
+        return run
+
+    # ------------------------------------------------------------------ lifetime
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` (or once the owner closed it)."""
+        return self._closed
+
+    @property
+    def _refused(self) -> list[tuple[str, Any]]:
+        """Per-call handles whose destroy the library refused (destroyed again by :meth:`close`)."""
+        return self._left.refused
+
+    def close(self) -> None:
+        """Synchronise the stream, then release the executor, handles and workspace.
+
+        Idempotent, and retryable: when a step fails, the error is raised and what is not released
+        yet stays owned, so another ``close()`` (or the owner's) finishes the job.  The call is
+        closed for use from the first ``close()`` on.
+        """
+        with self.session._lock:
+            self._closed = True
+            if self._released:
+                return
+            if not self.session.closed and releases_allowed():  # (after finalize, or in a forked child: no)
+                self.session._sync()  # (fails: nothing was released, queued work may still use it)
+            self._release()
+            self._released = True
+
+    def _release(self) -> None:
+        """Release everything still owned; what fails stays owned (first error raised)."""
+        errors: list[BaseException] = []
+
+        def attempt(release: Callable[[], None]) -> bool:
+            try:
+                release()
+            except Exception as exc:  # keep releasing the rest
+                errors.append(exc)
+                return False
+            return True
+
+        if self._left.busy():
+            attempt(lambda: self._left.destroy(self._fns))
+        if self._plan is not None and attempt(self._plan.close):
+            self._plan = None
+        for obj in self._stale:
+            attempt(obj.close)
+        self._stale = [obj for obj in self._stale if not obj.closed]
+        if self._ws is not None and attempt(self._ws.close):
+            self._ws, self._ws_ptr, self._ws_cap = None, None, 0
+        if errors:
+            try:
+                raise errors[0]
+            finally:
+                errors.clear()  # no cycle through this frame
+
+    def __enter__(self) -> PreparedCall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "plan" if self.plan else "one-shot"
+        state = "closed" if self._closed else "open"
+        values = getattr(self, "_values", ())
+        arrays = " ".join(f"{a.name}={tuple(v)}" for a, v in zip(self.op.schema, values)
+                          if a.kind is ArgKind.INT_ARRAY)
+        return f"<{type(self).__name__} {mode} {arrays} {state}>"
