@@ -30,6 +30,7 @@ most :attr:`PlanCache.refused_capacity` keys, and its reason is kept in :attr:`P
 from __future__ import annotations
 
 from collections import OrderedDict
+from ctypes import c_void_p
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -78,7 +79,7 @@ class PlanKey(NamedTuple):
 
 def plan_key(op: TwoPhaseOp, values: Sequence[Any]) -> PlanKey:
     """The :class:`PlanKey` of one call of *op*."""
-    return PlanKey(op.name, tuple(v.arg[_LAYOUT] if arg.is_tensor else v for arg, v in zip(op.schema, values)))
+    return PlanKey(op.name, tuple([v.arg[_LAYOUT] if tensor else v for tensor, v in zip(op.tensor_flags, values)]))
 
 
 def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -193,14 +194,12 @@ class ExecutorPlan:
         executor = self.executor
         assert executor is not None
         op = self.op
-        for k, (pos, tensor) in enumerate(zip(op.inputs, self.inputs)):
-            address = values[pos].arg.address
-            if address != tensor.address:
-                executor.set_input_address(k, tensor, address)
-        for k, (pos, tensor) in enumerate(zip(op.outputs, self.outputs)):
-            address = values[pos].arg.address
-            if address != tensor.address:
-                executor.set_output_address(k, tensor, address)
+        for pos, tensor in zip(op.inputs, self.inputs):
+            if values[pos].arg.address != tensor.address:
+                self.rebind(pos, values[pos].arg.address)
+        for pos, tensor in zip(op.outputs, self.outputs):
+            if values[pos].arg.address != tensor.address:
+                self.rebind(pos, values[pos].arg.address)
         op.execute(workspace.reserve(self.workspace_size), self.workspace_size, executor, stream)
         self.runs += 1
         return self.workspace_size
@@ -280,10 +279,10 @@ def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], O
     """Both phases of *op* once: phase 1, *workspace(size)* (an address of at least *size* bytes, or None),
     phase 2 on *stream*.  Returns the workspace size.
 
-    *stream* is an :class:`~acl_bindings.Stream`, a raw ``aclrtStream``, or a function returning one,
-    called right before phase 2.  The aclTensors and aclIntArrays made for the call are destroyed
-    after phase 2 is queued (phase 1 copied what it needs, cann-abi.md §1.3); an executor phase 2
-    never ran is destroyed.  Nothing is synchronised.
+    *stream* is an :class:`~acl_bindings.Stream`, a raw ``aclrtStream`` (an int is its address), or a
+    function returning one, called right before phase 2.  The aclTensors and aclIntArrays made for the
+    call are destroyed after phase 2 is queued (phase 1 copied what it needs, cann-abi.md §1.3); an
+    executor phase 2 never ran is destroyed.  Nothing is synchronised.
     """
     _check_values(op, values)
     made: list[Any] = []
@@ -293,7 +292,8 @@ def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], O
         size, executor = op.get_workspace_size(*args, keep=keep)
         try:
             address = workspace(size) if size > 0 else None
-            op.execute(address, size, executor, stream() if callable(stream) else stream)
+            raw = stream() if callable(stream) else stream
+            op.execute(address, size, executor, c_void_p(raw) if isinstance(raw, int) else raw)
         finally:
             executor.close()  # only destroys an executor that phase 2 did not consume
     finally:

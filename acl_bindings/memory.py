@@ -19,7 +19,7 @@ from ._types import index_arg, int32_arg
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device, Stream
 
-__all__ = ["DeviceBuffer", "HostBuffer", "host_span"]
+__all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes"]
 
 _SIZE_LIMIT = 1 << 64  # ctypes would silently truncate a larger size_t
 
@@ -37,6 +37,13 @@ def host_span(array: np.ndarray) -> tuple[int, int]:
                          "pass np.ascontiguousarray(array) or a view with positive strides")
     extent = sum((n - 1) * s for n, s in zip(array.shape, array.strides)) + array.itemsize
     return int(array.ctypes.data), int(extent)
+
+
+def host_bytes(address: int, nbytes: int) -> np.ndarray:
+    """The *nbytes* bytes of host memory at *address* as a uint8 array (a view: no copy; the caller keeps the
+    memory alive while it is used)."""
+    raw = (ctypes.c_char * nbytes).from_address(address)
+    return np.frombuffer(memoryview(raw), np.uint8)
 
 
 def _check_nbytes(nbytes: object) -> None:

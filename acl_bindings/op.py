@@ -215,6 +215,8 @@ class TwoPhaseOp:
             if not isinstance(arg, Arg):
                 raise TypeError(f"schema of {name}: expected Arg values (input_tensor(...), int_array(...), ...), "
                                 f"got {arg!r}")
+        #: for each argument, whether it is a tensor (read on every call: no property lookups)
+        self.tensor_flags = tuple(a.is_tensor for a in self.schema)
         self.inputs = tuple(i for i, a in enumerate(self.schema) if a.kind is ArgKind.INPUT)
         self.outputs = tuple(i for i, a in enumerate(self.schema) if a.kind is ArgKind.OUTPUT)
         self.phase1_name = f"aclnn{name}GetWorkspaceSize"
@@ -240,7 +242,7 @@ class TwoPhaseOp:
         executor.workspace_size = int(size.value)
         return int(size.value), executor
 
-    def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream) -> None:
+    def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream | Any) -> None:
         """Phase 2 on *stream*.  A single-use executor is consumed, whether or not it succeeds."""
         if isinstance(executor, _NullExecutor):
             return

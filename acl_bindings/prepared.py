@@ -295,6 +295,13 @@ class PreparedCall:
         assert plan is not None and plan.executor is not None
         self._ex = ctypes.cast(plan.executor.handle, c_void_p)
         self._size = c_uint64(plan.workspace_size)
+        f, op = self._fns, self.op
+        #: per tensor position: the lean address setter, its name, the index k, the tensor's handle, the tensor
+        self._setters = {pos: (f.aclSetInputTensorAddr if which is op.inputs else f.aclSetOutputTensorAddr,
+                               "aclSetInputTensorAddr" if which is op.inputs else "aclSetOutputTensorAddr",
+                               c_size_t(k), ctypes.cast(tensor.handle, c_void_p), tensor)
+                         for which, tensors in ((op.inputs, plan.inputs), (op.outputs, plan.outputs))
+                         for k, (pos, tensor) in enumerate(zip(which, tensors))}
         self._run = self._run_plan
 
     def _retry_plan(self) -> None:
@@ -340,6 +347,7 @@ class PreparedCall:
                   ("aclrtSynchronizeStream", (self._stream,))]
         if self.plan:
             found.append((op.phase2_name, (self._ws_ptr, self._size, self._ex, self._stream)))
+            found += [(name, (self._ex, k, handle, c_void_p())) for _, name, k, handle, _ in self._setters.values()]
         for name, args in found:
             if not conforms(name, args):
                 raise TypeError(f"internal error: prepared arguments of {name} do not match its C signature")
@@ -371,7 +379,7 @@ class PreparedCall:
                     self._rebind(pos, arr)
             for pos in self._tensor_positions:
                 if values[pos].buffer.closed:
-                    values[pos]._check_open()
+                    values[pos]._check_open()  # (raises ClosedError)
             if self._device.is_current():  # (read from the runtime: nothing to switch, nothing to restore)
                 self._run()
             else:
@@ -407,8 +415,11 @@ class PreparedCall:
             # covers the same view: only phase 1 checks it, cann-abi.md §8.1)
             src.set_storage(new.storage_dims)
         if self.plan and new.address != src.address.value:
-            assert self._plan is not None
-            self._plan.rebind(pos, new.address)
+            setter, name, k, handle, tensor = self._setters[pos]
+            rc = setter(self._ex, k, handle, c_void_p(new.address))
+            if rc:
+                raise_for_status(rc, name)
+            tensor.address = new.address
         src.set_address(new.address)
         self._values[pos] = arr
 
@@ -440,7 +451,7 @@ class PreparedCall:
             rc = f.aclrtSynchronizeStream(self._stream)
             if rc:
                 raise_for_status(rc, "aclrtSynchronizeStream")
-            clock.synchronized()
+            clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
 
     def _make_oneshot(self) -> Callable[[], None]:
         """The one-shot call, as a closure over everything that does not change between calls."""
@@ -500,7 +511,7 @@ class PreparedCall:
                         rc = synchronize(stream)
                         if rc:
                             raise_for_status(rc, "aclrtSynchronizeStream")
-                        clock.synchronized()
+                        clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
                 done = True
             finally:
                 # reverse order of creation; every handle is destroyed, on error paths too; each cell is

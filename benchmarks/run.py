@@ -519,8 +519,11 @@ def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[
             targets.append({"target": name, "limit": f"{kind} {limit}", "ratio": ratio, "met": None,
                             "why": "not measured" if ratio is None else "--tiny sizes are not the benchmark's"})
             return
-        ok = ratio["min"] >= limit if kind == ">=" else ratio["min"] <= limit
-        targets.append({"target": name, "limit": f"{kind} {limit}", "ratio": ratio, "met": ok})
+        def meets(value: float) -> bool:
+            return value >= limit if kind == ">=" else value <= limit
+
+        targets.append({"target": name, "limit": f"{kind} {limit}", "ratio": ratio, "met": meets(ratio["min"]),
+                        "met_median": meets(ratio["median"])})
 
     for key in ("b", "c", "d", "e", "f"):
         add(f"({key}) float32: torch / reference", _ratio(st[key].get("torch"), st[key].get("reference")), 2.0, ">=")
@@ -532,7 +535,9 @@ def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[
         add(f"({key}) float32: sim kernel / reference", _ratio(st[key].get("sim kernel"), st[key].get("reference")),
             2.0, "<=")
     add("tiny: one-shot / torch eager", _ratio(ovs.get("one-shot"), ovs.get("torch eager")), 1.5, "<=")
-    add("tiny: plan / torch eager", _ratio(ovs.get("plan"), ovs.get("torch eager")), 0.6, "<=")
+    add("tiny: plan / torch eager", _ratio(ovs.get("plan"), ovs.get("torch eager")), 0.5, "<=")
+    add("tiny: Session.backward (plans, device arrays) / torch eager",
+        _ratio(ovs.get("Session.backward (plans)"), ovs.get("torch eager")), 2.0, "<=")
     return targets
 
 
@@ -615,9 +620,13 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
         for name, by_fn in ov.calls.items():
             detail = ", ".join(f"{f} {n:g}" for f, n in sorted(by_fn.items()))
             lines.append(f"| {name} | {sum(by_fn.values()):g} | {C_FLOOR_CALLS.get(name, '-')} | {detail} |")
-    lines += ["", "Targets:", "", "| target | limit | measured | met |", "|---|---|---|---|"]
+    lines += ["", "Targets (met: by the minima, and by the medians):", "",
+              "| target | limit | measured | met (min) | met (median) |", "|---|---|---|---|---|"]
     for t in targets:
-        met = f"n/a ({t['why']})" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        if t["met"] is None:
+            met = f"n/a ({t['why']}) | n/a"
+        else:
+            met = " | ".join("yes" if ok else "**no**" for ok in (t["met"], t["met_median"]))
         lines.append(f"| {t['target']} | {t['limit']} | {_fmt_r(t['ratio'])} | {met} |")
     return "\n".join(lines) + "\n"
 

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from acl_bindings import AclnnParamError, AclTypeError, DataType, Format
+from acl_bindings import AclnnParamError, AclTypeError, DataType, Format, dtype_to_acl
 from acl_bindings.enums import dtype_name
 
 from .op import PHASE1, layout_format, physical_shape, result_shape
@@ -92,8 +92,6 @@ def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional
     if not isinstance(array, np.ndarray):
         raise _type_fail(param, f"expected a numpy array ({SUPPORTED_NAMES}), got {type(array).__name__}", func)
     try:
-        from acl_bindings import dtype_to_acl
-
         acl = int(dtype_to_acl(array.dtype))
     except TypeError:
         raise _fail(param, f"dtype must be {SUPPORTED_NAMES}, got {array.dtype}", func=func) from None

@@ -20,7 +20,6 @@ on another, and other libraries' devices stay as they set them.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import threading
 import weakref
@@ -47,6 +46,7 @@ from acl_bindings._resource import releases_allowed
 from acl_bindings._types import index_arg, int32_arg
 from acl_bindings.allocator import CachingAllocator, PooledBuffer, StreamClock
 from acl_bindings.calls import PlanCache, TensorArg, launch, run_all
+from acl_bindings.memory import host_bytes
 from acl_bindings.op import ArgKind
 
 from . import checks
@@ -444,8 +444,7 @@ class Session:
         buf = self.allocator.allocate(total, self.clock)
         try:
             if nbytes:
-                raw = (ctypes.c_char * (lead + nbytes)).from_address(addr - lead)
-                buf.upload(np.frombuffer(memoryview(raw), np.uint8))
+                buf.upload(host_bytes(addr - lead, lead + nbytes))
         except BaseException:
             buf.close()
             raise

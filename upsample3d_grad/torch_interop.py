@@ -30,7 +30,6 @@ NPU tensors (``torch_npu``)
 
 from __future__ import annotations
 
-import ctypes
 import os
 from typing import Any, Callable, Sequence
 
@@ -251,7 +250,7 @@ def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequ
 
     values = (go.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales,
               gi.arg(fmt))
-    return run_once(OP, values, reserve, lambda: ctypes.c_void_p(stream()))  # a borrowed aclrtStream
+    return run_once(OP, values, reserve, stream)  # a borrowed aclrtStream, not an acl_bindings.Stream
 
 
 def _acl_dtype(dt: np.dtype) -> int:
