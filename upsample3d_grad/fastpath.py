@@ -44,12 +44,12 @@ synchronises before reading.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from acl_bindings import prepared
 
 from . import checks
+from .checks import cached_check_params
 from .op import OP
 
 if TYPE_CHECKING:
@@ -60,60 +60,6 @@ __all__ = ["PreparedCall", "cached_check_params", "conforms"]
 #: The C functions a prepared call uses (acl_bindings.prepared.lean_names)
 _NAMES = prepared.lean_names(OP)
 conforms = prepared.conforms
-
-# ---------------------------------------------------------------------------------------------
-# Cached host checks (also used by Session.backward)
-# ---------------------------------------------------------------------------------------------
-
-_CHECK_CACHE: OrderedDict[tuple[Any, ...], tuple[float, float, float]] = OrderedDict()
-_CHECK_CACHE_SIZE = 256
-
-
-def _plain_ints(values: Any) -> Optional[tuple[int, ...]]:
-    if type(values) not in (tuple, list):
-        return None
-    if not all(type(v) is int for v in values):
-        return None
-    return tuple(values)
-
-
-def cached_check_params(grad_out: Optional[checks.TensorSpec], output_size: Any, input_size: Any,
-                        scales_d: Any, scales_h: Any, scales_w: Any, grad_in: Optional[checks.TensorSpec], *,
-                        strict: bool = True) -> tuple[float, float, float]:
-    """:func:`upsample3d_grad.checks.check_params`, remembering the arguments that passed.
-
-    The checks depend only on their arguments, so a repeated call with the same specs, sizes,
-    scales and *strict* skips them.  Only plain arguments are remembered: sizes as tuples or
-    lists of ``int``, scales as ``None``, ``int`` or ``float``, all three scales > 0 or none
-    (a mixed set warns on every call).  Anything else, and every failure, goes through
-    :func:`~upsample3d_grad.checks.check_params` each time.
-
-    Returns
-    -------
-    tuple of float
-        The scales as CANN applies them (as :func:`~upsample3d_grad.checks.check_params`).
-    """
-    osz = _plain_ints(output_size)
-    isz = _plain_ints(input_size)
-    raw = (scales_d, scales_h, scales_w)
-    key: Optional[tuple[Any, ...]] = None
-    if (osz is not None and isz is not None and grad_out is not None and grad_in is not None
-            and all(s is None or type(s) in (int, float) for s in raw)):
-        given = [s is not None and s > 0 for s in raw]
-        if all(given) or not any(given):
-            key = (grad_out, osz, isz, raw, grad_in, bool(strict))
-    if key is not None:
-        hit = _CHECK_CACHE.get(key)
-        if hit is not None:
-            return hit
-    used = checks.check_params(grad_out, output_size, input_size, scales_d, scales_h, scales_w, grad_in,
-                               strict=strict)
-    if key is not None:
-        _CHECK_CACHE[key] = used
-        if len(_CHECK_CACHE) > _CHECK_CACHE_SIZE:
-            _CHECK_CACHE.popitem(last=False)
-    return used
-
 
 # ---------------------------------------------------------------------------------------------
 # The prepared call

@@ -51,7 +51,7 @@ from acl_bindings.op import ArgKind
 
 from . import checks
 from ._torch_host import host_view, is_tensor
-from .fastpath import PreparedCall, cached_check_params
+from .fastpath import PreparedCall
 from .op import OP
 
 __all__ = ["Session", "DeviceArray"]
@@ -525,7 +525,7 @@ class Session:
             else:
                 gi_spec = checks.spec_of(out, layout, "gradInput")
             # raises with CANN's code; CANN itself receives the user's scales (and applies the all-or-none rule)
-            cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w, gi_spec,
+            checks.cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w, gi_spec,
                                 strict=strict)
             if out is not None:
                 _check_out_memory(out)
@@ -660,7 +660,7 @@ class Session:
             self._require_device_arrays(grad_output, out, "timed_backward takes device arrays")
             self._check_device_arrays(grad_output, out)
             sd, sh, sw = checks.scale_triple(scales)
-            cached_check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
+            checks.cached_check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
             _check_out_memory(out)
             runs = int32_arg("repeat", repeat, 1, "a positive int (the number of timed runs)")
             times = []
