@@ -9,8 +9,9 @@ Wraps: aclCreateTensor, aclDestroyTensor, aclCreateIntArray, aclDestroyIntArray.
 
 from __future__ import annotations
 
+import math
 from ctypes import c_int64, c_void_p, cast
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from ._types import aclIntArray_p, aclTensor_p
 from .enums import DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
 
-__all__ = ["Tensor", "IntArray", "contiguous_strides", "view_extent"]
+__all__ = ["Tensor", "IntArray", "contiguous_strides", "view_extent", "overlap_problem"]
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -47,6 +48,41 @@ def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -
     if any(int(n) == 0 for n in shape):
         return 0
     return int(offset) + sum(max(0, int(st) * (int(n) - 1)) for n, st in zip(shape, strides)) + 1
+
+
+_EXACT_OVERLAP_LIMIT = 1 << 22  # elements: above this, a layout the quick rule cannot clear is refused
+
+
+def overlap_problem(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> Optional[str]:
+    """Why two elements of an array with these byte *strides* share memory, or None when none do.
+
+    A zero stride over a dim of size > 1 always overlaps.  Otherwise the dims sorted by stride must
+    each step past everything the smaller ones span; a layout that fails that quick rule is checked
+    element by element (up to 2**22 elements; larger ones are refused as not provably disjoint).
+    """
+    if any(n == 0 for n in shape):
+        return None
+    for k, (n, s) in enumerate(zip(shape, strides)):
+        if n > 1 and s == 0:
+            return f"stride 0 in dim {k} (size {n}) makes its elements overlap (strides {tuple(strides)})"
+    extent = itemsize
+    for s, n in sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1):
+        if s < extent:
+            break
+        extent += (n - 1) * s
+    else:
+        return None
+    size = math.prod(shape)
+    if size > _EXACT_OVERLAP_LIMIT:
+        return (f"strides {tuple(strides)} with shape {list(shape)} may make elements overlap (a stride is smaller "
+                "than the span of the dims below it)")
+    offsets = np.zeros(1, np.int64)
+    for n, s in zip(shape, strides):
+        offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * s).ravel()
+    offsets.sort()
+    if offsets.size > 1 and int(np.diff(offsets).min()) < itemsize:
+        return f"strides {tuple(strides)} with shape {list(shape)} make elements overlap"
+    return None
 
 
 def _int64_array(values: Sequence[int], what: str) -> Any:

@@ -35,6 +35,7 @@ import numpy as np
 
 from acl_bindings import AclnnParamError, AclTypeError, DataType, Format, dtype_to_acl
 from acl_bindings.enums import dtype_name
+from acl_bindings.meta import overlap_problem
 
 from .op import PHASE1, layout_format, physical_shape, result_shape
 
@@ -266,8 +267,7 @@ def cached_check_params(grad_out: Optional[TensorSpec], output_size: Any, input_
         hit = _CHECK_CACHE.get(key)
         if hit is not None:
             return hit
-    used = check_params(grad_out, output_size, input_size, scales_d, scales_h, scales_w, grad_in,
-                               strict=strict)
+    used = check_params(grad_out, output_size, input_size, scales_d, scales_h, scales_w, grad_in, strict=strict)
     if key is not None:
         _CHECK_CACHE[key] = used
         if len(_CHECK_CACHE) > _CHECK_CACHE_SIZE:
@@ -304,41 +304,6 @@ def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: lis
                 raise _fail("outputSize", f"must equal floor(inputSize*scale) when scales are given: "
                                           f"{'DHW'[k]}: floor({in_sz[2 + k]}*{scales[k]!r}) = {want}, "
                                           f"got {out_sz[k]} (strict=False lets CANN decide)")
-
-
-_EXACT_OVERLAP_LIMIT = 1 << 22  # elements: above this, a layout the quick rule cannot clear is refused
-
-
-def overlap_problem(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> Optional[str]:
-    """Why two elements of an array with these byte *strides* share memory, or None when none do.
-
-    A zero stride over a dim of size > 1 always overlaps.  Otherwise the dims sorted by stride must
-    each step past everything the smaller ones span; a layout that fails that quick rule is checked
-    element by element (up to 2**22 elements; larger ones are refused as not provably disjoint).
-    """
-    if any(n == 0 for n in shape):
-        return None
-    for k, (n, s) in enumerate(zip(shape, strides)):
-        if n > 1 and s == 0:
-            return f"stride 0 in dim {k} (size {n}) makes its elements overlap (strides {tuple(strides)})"
-    extent = itemsize
-    for s, n in sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1):
-        if s < extent:
-            break
-        extent += (n - 1) * s
-    else:
-        return None
-    size = math.prod(shape)
-    if size > _EXACT_OVERLAP_LIMIT:
-        return (f"strides {tuple(strides)} with shape {list(shape)} may make elements overlap (a stride is smaller "
-                "than the span of the dims below it)")
-    offsets = np.zeros(1, np.int64)
-    for n, s in zip(shape, strides):
-        offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * s).ravel()
-    offsets.sort()
-    if offsets.size > 1 and int(np.diff(offsets).min()) < itemsize:
-        return f"strides {tuple(strides)} with shape {list(shape)} make elements overlap"
-    return None
 
 
 def check_output_memory(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,

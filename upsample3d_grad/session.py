@@ -1,4 +1,4 @@
-"""The Session: a device, its stream, a reusable workspace, and the tensors it creates.
+"""The Session of this operator: the generic :class:`acl_bindings.session.Session` with the operator's entry points.
 
 >>> import numpy as np
 >>> from upsample3d_grad import Session
@@ -12,42 +12,23 @@ aclTensor's strides and offset; nothing is copied on the host) and come back wit
 :meth:`DeviceArray.download`.  :meth:`Session.backward` is the one-call form: numpy
 (or device arrays) in, numpy (or a device array) out.
 
-Every public method makes the session's context current on the calling thread for
-the call, and the caller's current context current again afterwards (the device
-guard, :meth:`acl_bindings.Device.active`), so a session made on one thread works
-on another, and other libraries' devices stay as they set them.
+Device, stream, workspace, caching allocator, plans and lifetimes are the generic session's
+(:mod:`acl_bindings.session`); this module adds the operator's host checks (CANN's codes, a 5-D
+array in NCDHW or NDHWC) and :meth:`Session.backward`, :meth:`Session.prepare` and
+:meth:`Session.timed_backward`, each of which reaches the library through :meth:`Session._launch`.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import weakref
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union, cast
 
 import numpy as np
 
-from acl_bindings import (
-    AclTypeError,
-    ClosedError,
-    Device,
-    DeviceBuffer,
-    Event,
-    Stream,
-    Tensor,
-    TwoPhaseOp,
-    Workspace,
-    contiguous_strides,
-    dtype_to_acl,
-    host_span,
-    load_backend,
-)
-from acl_bindings._resource import releases_allowed
-from acl_bindings._types import index_arg, int32_arg
-from acl_bindings.allocator import CachingAllocator, PooledBuffer, StreamClock
-from acl_bindings.calls import PlanCache, TensorArg, launch, run_all
-from acl_bindings.memory import host_bytes
-from acl_bindings.op import ArgKind
+from acl_bindings import AclTypeError, Event, dtype_to_acl
+from acl_bindings import session as _generic
+from acl_bindings._types import int32_arg
+from acl_bindings.calls import run_all
 
 from . import checks
 from ._torch_host import host_view, is_tensor
@@ -60,21 +41,8 @@ __all__ = ["Session", "DeviceArray"]
 UPLOAD, EMPTY = "Session.upload", "Session.empty"
 
 
-def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
-    if any(s < 0 for s in array.strides):
-        raise checks.AclnnParamError(161002, func,
-                                     f"{param}: negative strides {array.strides} are not supported; "
-                                     "pass np.ascontiguousarray(...)")
-    if any(s % array.itemsize for s in array.strides):
-        raise checks.AclnnParamError(161002, func,
-                                     f"{param}: strides {array.strides} are not multiples of the item size "
-                                     f"{array.itemsize}")
-    return tuple(s // array.itemsize for s in array.strides)
-
-
-class DeviceArray:
-    """An array in device memory: a :class:`~acl_bindings.DeviceBuffer` (or a block of the session's
-    caching allocator, :class:`~acl_bindings.allocator.PooledBuffer`) plus its aclTensor.
+class DeviceArray(_generic.DeviceArray):
+    """An array in device memory of a :class:`Session` (:class:`acl_bindings.session.DeviceArray`), 5-D.
 
     Attributes
     ----------
@@ -87,39 +55,16 @@ class DeviceArray:
         session's plans describe the memory themselves).
     """
 
-    def __init__(self, session: Session, buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
-                 layout: str, strides: tuple[int, ...], offset: int) -> None:
-        self.session = session
-        self.buffer = buffer
-        self.shape = shape
-        self.dtype = np.dtype(dtype)
-        self.layout = layout
-        self.strides = strides
-        self.offset = offset
-        _check_extent(buffer, shape, self.dtype, strides, offset)
-        self.acl_format = checks.layout_format(layout)
-        #: The storage the aclTensor declares: 1-D, the buffer's whole element count (cann-abi.md §8.1)
-        self.storage_dims = (buffer.nbytes // self.dtype.itemsize,)
-        #: How the operator's calls describe this array (:class:`acl_bindings.calls.TensorArg`)
-        self.arg = TensorArg(shape, self.dtype, strides, offset, int(self.acl_format), self.storage_dims, buffer.ptr)
-        self._tensor: Optional[Tensor] = None
+    def __init__(self, session: Any, buffer: Any, shape: tuple[int, ...], dtype: Any, layout: str,
+                 strides: tuple[int, ...], offset: int) -> None:
+        if len(shape) != 5:
+            raise ValueError(f"shape: expected 5 dims (NCDHW or NDHWC), got {len(shape)}: {shape}")
+        super().__init__(session, buffer, shape, dtype, layout, strides, offset)
 
-    @property
-    def tensor(self) -> Tensor:
-        """The :class:`~acl_bindings.Tensor` over this array (made once, on first use)."""
-        tensor = self._tensor
-        if tensor is None:
-            self._check_open()
-            # over the buffer's address: the array keeps the buffer (and closes the tensor first)
-            tensor = self._tensor = Tensor(self.shape, self.dtype, strides=self.strides, offset=self.offset,
-                                           format=self.acl_format, storage_dims=self.storage_dims,
-                                           address=self.buffer.ptr)
-        return tensor
-
-    @property
-    def closed(self) -> bool:
-        """True once released."""
-        return self.buffer.closed
+    @staticmethod
+    def layout_format(layout: str) -> Any:
+        """``"NCDHW"`` -> ``ACL_FORMAT_NCDHW``; ``"NDHWC"`` -> ``ACL_FORMAT_NDHWC`` (161002 for anything else)."""
+        return checks.layout_format(layout)
 
     def spec(self) -> checks.TensorSpec:
         """What phase 1 sees of this array."""
@@ -128,102 +73,6 @@ class DeviceArray:
             spec = self._spec = checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)), int(self.acl_format))
         return spec
 
-    def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
-        """Synchronise the session's stream and copy to host: a new C-contiguous array, or into *out*
-        (same shape and dtype, any strides whose elements do not overlap; written and returned).
-
-        Holds the session's lock: a download racing ``Session.close()`` (or this array's
-        ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
-        """
-        with self.session._lock:
-            return self._download(out)
-
-    def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
-        self._check_open()
-        if out is not None:
-            _check_download_out(out, self.shape, self.dtype)
-        self.session._sync()
-        contiguous = self.offset == 0 and self.strides == contiguous_strides(self.shape)
-        if out is not None:
-            if contiguous and out.flags.c_contiguous:
-                self.buffer.download(out)
-            else:
-                out[...] = self.download()  # honour both layouts: one copy through a host array
-            return out
-        if contiguous:
-            out = np.empty(self.shape, self.dtype)
-            return self.buffer.download(out)
-        raw = np.empty(self.buffer.nbytes // self.dtype.itemsize, self.dtype)
-        self.buffer.download(raw[: self.buffer.nbytes // self.dtype.itemsize])
-        view = np.lib.stride_tricks.as_strided(
-            raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides))
-        return np.array(view)
-
-    def close(self) -> None:
-        """Release the aclTensor, then the device memory (after the stream finished with it).
-
-        Every step is attempted even when one fails (the first error is raised); a release
-        the library refused stays owned, and another ``close()`` retries it.  Holds the
-        session's lock, so that it never frees memory under a call running on another thread.
-        """
-        with self.session._lock:
-            tensor = self._tensor
-            if self.buffer.closed and (tensor is None or tensor.closed):
-                return
-            run_all((tensor.close if tensor is not None else _nothing, self._sync_before_free, self.buffer.close))
-
-    def _sync_before_free(self) -> None:
-        # the session's own calls are ordered by its stream clock (a cached block is reused only after the
-        # stream passed them); work queued through the raw two-phase API on the tensor, or memory that goes
-        # back to the library now, may still be read: wait for the stream
-        if not self.session.closed and not self.buffer.closed and (
-                self._tensor is not None or not isinstance(self.buffer, PooledBuffer)):
-            if not releases_allowed():
-                return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
-            self.session._sync()
-
-    def _check_open(self) -> None:
-        tensor = self._tensor
-        if self.buffer.closed or (tensor is not None and tensor.closed):  # (half-closed: a close() that failed)
-            raise ClosedError("this device array is closed")
-        if self.session.closed:
-            raise ClosedError("this device array's Session is closed")
-
-    def __enter__(self) -> DeviceArray:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return (f"<DeviceArray shape={self.shape} dtype={self.dtype} layout={self.layout} "
-                f"strides={self.strides} offset={self.offset}{' closed' if self.closed else ''}>")
-
-
-def _nothing() -> None:
-    pass
-
-
-def _check_extent(buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
-                  strides: tuple[int, ...], offset: int) -> None:
-    """ValueError unless every element of the view (*shape*, element *strides*, element *offset*) lies in *buffer*."""
-    if len(shape) != 5:
-        raise ValueError(f"shape: expected 5 dims (NCDHW or NDHWC), got {len(shape)}: {shape}")
-    if len(strides) != len(shape):
-        raise ValueError(f"strides: expected {len(shape)} values (one per dim of shape {shape}), got {strides}")
-    dims = [index_arg("shape", n) for n in shape]
-    steps = [index_arg("strides", st) for st in strides]
-    first = index_arg("offset", offset)
-    if any(n < 0 for n in dims):
-        raise ValueError(f"shape: dims must be >= 0, got {shape}")
-    if any(st < 0 for st in steps):
-        raise ValueError(f"strides: element strides must be >= 0, got {strides}")
-    if first < 0:
-        raise ValueError(f"offset: the element offset must be >= 0, got {offset}")
-    count = first + 1 + sum((n - 1) * st for n, st in zip(dims, steps)) if math.prod(dims) else first
-    if count * dtype.itemsize > buffer.nbytes:
-        raise ValueError(f"shape {shape}, strides {strides}, offset {offset}: the view spans {count} {dtype} elements "
-                         f"({count * dtype.itemsize} bytes), more than this {buffer.nbytes}-byte buffer holds")
 
 
 def _check_out_memory(out: ArrayLike) -> None:
@@ -233,29 +82,6 @@ def _check_out_memory(out: ArrayLike) -> None:
         checks.check_output_memory(out.shape, tuple(st * item for st in out.strides), item)
     elif isinstance(out, np.ndarray):
         checks.check_output_memory(out.shape, out.strides, out.itemsize)
-
-
-def _check_download_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out: expected a numpy array, got {type(out).__name__}")
-    if out.shape != shape or out.dtype != dtype:
-        raise ValueError(f"out: expected shape {shape} dtype {dtype}, got {out.shape} {out.dtype}")
-    if not out.flags.writeable:
-        raise ValueError("out: the array is read-only")
-    problem = checks.overlap_problem(out.shape, out.strides, out.itemsize)
-    if problem is not None:
-        raise ValueError(f"out: {problem}; every element needs its own memory")
-
-
-def _offset_in_base(array: np.ndarray, addr: int) -> int:
-    """Byte offset of *array*'s first element from the start of the numpy array it views (0 if none)."""
-    root = array
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    if root is array:
-        return 0
-    start = int(root.ctypes.data)
-    return addr - start if 0 <= addr - start < root.nbytes else 0
 
 
 def _empty_dtype(dtype: Any) -> np.dtype:
@@ -276,8 +102,9 @@ def _empty_dtype(dtype: Any) -> np.dtype:
 ArrayLike = Union[np.ndarray, DeviceArray]
 
 
-class Session:
-    """Owns a device (by id), one stream on it, a reusable workspace and the arrays it uploads.
+class Session(_generic.Session):
+    """Owns a device (by id), one stream on it, a reusable workspace and the arrays it uploads
+    (:class:`acl_bindings.session.Session`), and runs the operator on them.
 
     Parameters
     ----------
@@ -285,126 +112,14 @@ class Session:
         The device to use (``aclrtSetDevice``).
     plans:
         Keep a repeatable executor per call shape and only update addresses on later
-        calls (see :mod:`upsample3d_grad.plans`).  ``False``: every call runs both phases.
+        calls (see :mod:`acl_bindings.calls`).  ``False``: every call runs both phases.
 
     A context manager: ``close()`` releases everything it created, in reverse order,
     after the stream has finished.  ``repr()`` names the backend (real CANN or the
     simulator).
     """
 
-    def __init__(self, device_id: int = 0, *, plans: bool = True) -> None:
-        self._closed = True
-        self.use_plans = plans
-        self.plans = PlanCache()
-        self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
-        self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
-        self._lock = threading.RLock()
-        #: When work on the stream is known done (the caching allocator reuses blocks by it)
-        self.clock = StreamClock(self._sync)
-        self.backend = load_backend()
-        self.device = Device(device_id)
-        #: The device memory of :meth:`upload`, :meth:`empty` and :meth:`backward`, cached between calls
-        self.allocator = CachingAllocator(self.device)
-        try:
-            self.stream = Stream(self.device)
-            self.workspace = Workspace(self.device, self.stream)
-        except BaseException:
-            if isinstance(self.__dict__.get("stream"), Stream):
-                self.stream.close()  # (interrupted after the stream was made: it needs the device)
-            self.device.close()
-            raise
-        self._closed = False
-        self.calls = 0
-        self.last_workspace_size = 0
-        #: Which path the latest call took: ``"plan"`` (a repeatable executor) or ``"one-shot"`` (both phases)
-        self.last_path = ""
-
-    # ------------------------------------------------------------------ lifecycle
-    @property
-    def closed(self) -> bool:
-        """True after ``close()``."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("this Session is closed")
-
-    def _active(self) -> Any:
-        """The device guard of a public call (:meth:`acl_bindings.Device.active`); ClosedError once closed."""
-        self._check_open()
-        return self.device.active()
-
-    def close(self) -> None:
-        """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
-
-        Every release is attempted even when one fails (the first error is raised).  The
-        device is reset only after everything that needs it was released, so after such a
-        failure another ``close()`` finishes the job.
-        """
-        with self._lock:
-            if self._closed and self.device.closed:
-                return
-            steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
-            steps += [call.close for call in list(self._prepared)]
-            steps += [arr.close for arr in list(self._arrays)]
-            steps += [self._mark_closed, self.plans.clear, self.allocator.release_all, self.workspace.release,
-                      self.stream.close, self._reset_device]
-            run_all(steps)
-
-    def _sync_for_close(self) -> None:
-        if not releases_allowed():
-            return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
-        self.stream.synchronize()
-
-    @property
-    def _pending(self) -> bool:
-        """Whether work may be queued on the stream since the last synchronisation."""
-        return self.clock.pending
-
-    @_pending.setter
-    def _pending(self, value: bool) -> None:
-        self.clock.pending = bool(value)
-
-    def _mark_closed(self) -> None:
-        self._closed = True
-        self._pending = False
-
-    def _reset_device(self) -> None:
-        # a stream, workspace or array the library refused to release still needs the device
-        if (self.stream.closed and self.workspace.buffer is None and not self.allocator.holds_memory
-                and all(a.closed for a in list(self._arrays))
-                and all(call._released for call in list(self._prepared))):
-            self.device.close()
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        kind = "simulator" if self.backend.is_simulator else "CANN"
-        state = "closed" if self._closed else "open"
-        return f"<Session device={self.device.id} backend={self.backend.kind} ({kind}) {state}>"
-
-    def synchronize(self) -> None:
-        """Wait for all work queued on the session's stream."""
-        self._check_open()
-        self._sync()
-
-    def _sync(self) -> None:
-        self.stream.synchronize()
-        self.clock.synchronized()
-
-    def empty_cache(self) -> None:
-        """Release the device memory the caching allocator keeps for reuse (after the stream used it)."""
-        with self._lock, self._active():
-            self._sync()
-            self.allocator.empty_cache()
-
-    def _sync_if_pending(self) -> None:
-        if self._pending:
-            self._sync()
+    array_type = DeviceArray
 
     # ------------------------------------------------------------------ arrays
     def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
@@ -431,36 +146,7 @@ class Session:
         if array.ndim != 5:
             raise checks.AclnnParamError(161002, func, f"{param}: expected a 5-D array ({layout}), got "
                                                          f"{array.ndim} dims {list(array.shape)}")
-        strides = _positive_strides(array, param, func)
-        addr, nbytes = host_span(array)
-        item = array.itemsize
-        if addr % item:
-            raise checks.AclnnParamError(161002, func,
-                                         f"{param}: data address {addr:#x} is not aligned to its item size {item}")
-        lead = _offset_in_base(array, addr)
-        if lead > nbytes or lead % item:
-            lead = 0
-        total = max(lead + nbytes, item)
-        buf = self.allocator.allocate(total, self.clock)
-        try:
-            if nbytes:
-                buf.upload(host_bytes(addr - lead, lead + nbytes))
-        except BaseException:
-            buf.close()
-            raise
-        return self._adopt(buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides, lead // item)
-
-    def _adopt(self, buf: PooledBuffer, shape: tuple[int, ...], dtype: Any, layout: str, strides: tuple[int, ...],
-               offset: int) -> DeviceArray:
-        """Wrap *buf* in a DeviceArray the session owns (the buffer is closed if that fails)."""
-        try:
-            arr = DeviceArray(self, buf, shape, dtype, layout, strides, offset)
-        except BaseException:
-            buf.close()
-            raise
-        with self._lock:
-            self._arrays.add(arr)
-        return arr
+        return cast(DeviceArray, self._upload_host(array, layout, param, func))
 
     def empty(self, shape: Sequence[int], dtype: Any = np.float32, layout: str = "NCDHW") -> DeviceArray:
         """A contiguous, uninitialised device array."""
@@ -472,8 +158,7 @@ class Session:
         if any(n < 0 for n in shape) or nbytes >= 2 ** 63:
             raise checks.AclnnParamError(161002, EMPTY, f"shape {list(shape)}: not a tensor of {dt} "
                                                         "(negative, or more bytes than 64-bit sizes hold)")
-        nbytes = max(nbytes, dt.itemsize)
-        return self._adopt(self.allocator.allocate(nbytes, self.clock), shape, dt, layout, contiguous_strides(shape), 0)
+        return cast(DeviceArray, self._empty_contiguous(shape, dt, layout))
 
     # ------------------------------------------------------------------ the operator
     def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
@@ -576,9 +261,6 @@ class Session:
         return PreparedCall(self, grad_output, output_size, input_size, scales, out=out, plan=plan, sync=sync,
                             strict=strict)
 
-    def _register_prepared(self, call: PreparedCall) -> None:
-        self._prepared.add(call)
-
     def _check_device_arrays(self, *arrays: Any) -> None:
         """Device arrays passed in must be open and belong to this session (same device and stream)."""
         for arr, param in zip(arrays, ("gradOut", "gradInput")):
@@ -600,11 +282,6 @@ class Session:
         self._require_device_array(grad_output, "gradOut", rule)
         self._require_device_array(grad_input, "gradInput", rule)
 
-    @staticmethod
-    def _track(arr: DeviceArray, owned: list[DeviceArray]) -> DeviceArray:
-        owned.append(arr)
-        return arr
-
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 user_scales: Sequence[Optional[float]], gi: DeviceArray) -> int:
         """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size.
@@ -614,43 +291,6 @@ class Session:
         """
         scales = checks.normalize_scales(*user_scales)
         return self._run(OP, (go, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales, gi))
-
-    def run(self, op: TwoPhaseOp, *values: Any) -> int:
-        """Queue one call of any declared operator *op* on the session's stream (no host checks, no sync).
-
-        *values* follow *op*'s schema (:mod:`acl_bindings.calls`): a :class:`DeviceArray` of this
-        session for each tensor, a sequence of ints for each int array, a float for each double.
-        Plans are kept per call shape as for :meth:`backward`.  Returns the workspace size.
-        """
-        with self._lock, self._active():
-            if len(values) != len(op.schema):
-                raise TypeError(f"{op.phase1_name}: expected {len(op.schema)} arguments "
-                                f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
-            converted: list[Any] = []
-            for arg, value in zip(op.schema, values):
-                if arg.is_tensor:
-                    if not isinstance(value, DeviceArray):
-                        raise checks.AclnnParamError(161002, op.phase1_name, f"{arg.name}: expected a DeviceArray, "
-                                                                             f"got {type(value).__name__}")
-                    value._check_open()
-                    if value.session is not self:
-                        raise checks.AclnnParamError(161002, op.phase1_name,
-                                                     f"{arg.name}: this DeviceArray belongs to another Session")
-                    converted.append(value)
-                elif arg.kind is ArgKind.INT_ARRAY:
-                    converted.append(tuple(checks.int_sequence(value, arg.name, op.phase1_name)))
-                else:
-                    converted.append(float(value))
-            return self._run(op, converted)
-
-    def _run(self, op: TwoPhaseOp, values: Sequence[Any]) -> int:
-        """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`)."""
-        self._pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
-        size, self.last_path = launch(op, values, plans=self.plans if self.use_plans else None,
-                                      workspace=self.workspace, stream=self.stream, before_evict=self._sync_if_pending)
-        self.calls += 1
-        self.last_workspace_size = size
-        return size
 
     def timed_backward(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                        scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray,

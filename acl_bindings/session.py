@@ -1,0 +1,470 @@
+"""The Session: a device, its stream, a reusable workspace, a caching allocator and the device arrays it makes.
+
+Generic: it names no operator.  :meth:`Session.run` queues one call of any declared operator
+(:class:`acl_bindings.TwoPhaseOp`) on the session's device arrays, through :mod:`acl_bindings.calls`
+(a kept plan per call shape, or one-shot).  An operator package subclasses :class:`Session` for its
+own entry points, with the host checks of its operator, and :class:`DeviceArray` for its layouts.
+
+Every public method makes the session's context current on the calling thread for the call, and
+the caller's current context current again afterwards (the device guard,
+:meth:`acl_bindings.Device.active`), so a session made on one thread works on another, and other
+libraries' devices stay as they set them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from typing import Any, Callable, Optional, Sequence, TypeVar
+
+import numpy as np
+
+from ._loader import load as load_backend
+from ._resource import releases_allowed
+from ._types import index_arg
+from .allocator import CachingAllocator, PooledBuffer, StreamClock
+from .calls import PlanCache, TensorArg, launch, run_all
+from .enums import Format
+from .errors import AclnnParamError, ClosedError
+from .memory import DeviceBuffer, host_bytes, host_span
+from .meta import Tensor, contiguous_strides, overlap_problem
+from .op import ArgKind, TwoPhaseOp, Workspace
+from .runtime import Device, Stream
+
+__all__ = ["Session", "DeviceArray", "check_extent"]
+
+_A = TypeVar("_A", bound="DeviceArray")
+_S = TypeVar("_S", bound="Session")
+
+
+def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
+    if any(s < 0 for s in array.strides):
+        raise AclnnParamError(161002, func,
+                              f"{param}: negative strides {array.strides} are not supported; "
+                              "pass np.ascontiguousarray(...)")
+    if any(s % array.itemsize for s in array.strides):
+        raise AclnnParamError(161002, func,
+                              f"{param}: strides {array.strides} are not multiples of the item size "
+                              f"{array.itemsize}")
+    return tuple(s // array.itemsize for s in array.strides)
+
+
+class DeviceArray:
+    """An array in device memory: a :class:`~acl_bindings.DeviceBuffer` (or a block of the session's
+    caching allocator, :class:`~acl_bindings.allocator.PooledBuffer`) plus its aclTensor.
+
+    *layout* names an ``aclFormat`` (:meth:`layout_format`; an operator package may narrow it).
+
+    Attributes
+    ----------
+    shape, dtype, layout:
+        Physical shape (in the layout's order), numpy dtype, layout name.
+    strides, offset:
+        Element strides and element offset of the view inside :attr:`buffer`.
+    tensor:
+        The :class:`~acl_bindings.Tensor` (aclTensor) describing it, made when first read (the
+        session's plans describe the memory themselves).
+    """
+
+    def __init__(self, session: Session, buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
+                 layout: str, strides: tuple[int, ...], offset: int) -> None:
+        self.session = session
+        self.buffer = buffer
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+        self.layout = layout
+        self.strides = strides
+        self.offset = offset
+        check_extent(buffer, shape, self.dtype, strides, offset)
+        self.acl_format = self.layout_format(layout)
+        #: The storage the aclTensor declares: 1-D, the buffer's whole element count (cann-abi.md §8.1)
+        self.storage_dims = (buffer.nbytes // self.dtype.itemsize,)
+        #: How the operator's calls describe this array (:class:`acl_bindings.calls.TensorArg`)
+        self.arg = TensorArg(shape, self.dtype, strides, offset, int(self.acl_format), self.storage_dims, buffer.ptr)
+        self._tensor: Optional[Tensor] = None
+
+    @property
+    def tensor(self) -> Tensor:
+        """The :class:`~acl_bindings.Tensor` over this array (made once, on first use)."""
+        tensor = self._tensor
+        if tensor is None:
+            self._check_open()
+            # over the buffer's address: the array keeps the buffer (and closes the tensor first)
+            tensor = self._tensor = Tensor(self.shape, self.dtype, strides=self.strides, offset=self.offset,
+                                           format=self.acl_format, storage_dims=self.storage_dims,
+                                           address=self.buffer.ptr)
+        return tensor
+
+    @property
+    def closed(self) -> bool:
+        """True once released."""
+        return self.buffer.closed
+
+    @staticmethod
+    def layout_format(layout: str) -> Format:
+        """The ``aclFormat`` a layout name stands for (``Format[layout]``); ValueError for another name."""
+        try:
+            return Format[layout]
+        except (KeyError, TypeError):
+            raise ValueError(f"layout: expected an aclFormat name, got {layout!r}") from None
+
+    def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Synchronise the session's stream and copy to host: a new C-contiguous array, or into *out*
+        (same shape and dtype, any strides whose elements do not overlap; written and returned).
+
+        Holds the session's lock: a download racing ``Session.close()`` (or this array's
+        ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
+        """
+        with self.session._lock:
+            return self._download(out)
+
+    def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
+        self._check_open()
+        if out is not None:
+            _check_download_out(out, self.shape, self.dtype)
+        self.session._sync()
+        contiguous = self.offset == 0 and self.strides == contiguous_strides(self.shape)
+        if out is not None:
+            if contiguous and out.flags.c_contiguous:
+                self.buffer.download(out)
+            else:
+                out[...] = self.download()  # honour both layouts: one copy through a host array
+            return out
+        if contiguous:
+            out = np.empty(self.shape, self.dtype)
+            return self.buffer.download(out)
+        raw = np.empty(self.buffer.nbytes // self.dtype.itemsize, self.dtype)
+        self.buffer.download(raw[: self.buffer.nbytes // self.dtype.itemsize])
+        view = np.lib.stride_tricks.as_strided(
+            raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides))
+        return np.array(view)
+
+    def close(self) -> None:
+        """Release the aclTensor, then the device memory (after the stream finished with it).
+
+        Every step is attempted even when one fails (the first error is raised); a release
+        the library refused stays owned, and another ``close()`` retries it.  Holds the
+        session's lock, so that it never frees memory under a call running on another thread.
+        """
+        with self.session._lock:
+            tensor = self._tensor
+            if self.buffer.closed and (tensor is None or tensor.closed):
+                return
+            run_all((tensor.close if tensor is not None else _nothing, self._sync_before_free, self.buffer.close))
+
+    def _sync_before_free(self) -> None:
+        # the session's own calls are ordered by its stream clock (a cached block is reused only after the
+        # stream passed them); work queued through the raw two-phase API on the tensor, or memory that goes
+        # back to the library now, may still be read: wait for the stream
+        if not self.session.closed and not self.buffer.closed and (
+                self._tensor is not None or not isinstance(self.buffer, PooledBuffer)):
+            if not releases_allowed():
+                return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
+            self.session._sync()
+
+    def _check_open(self) -> None:
+        tensor = self._tensor
+        if self.buffer.closed or (tensor is not None and tensor.closed):  # (half-closed: a close() that failed)
+            raise ClosedError("this device array is closed")
+        if self.session.closed:
+            raise ClosedError("this device array's Session is closed")
+
+    def __enter__(self: _A) -> _A:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<DeviceArray shape={self.shape} dtype={self.dtype} layout={self.layout} "
+                f"strides={self.strides} offset={self.offset}{' closed' if self.closed else ''}>")
+
+
+def _nothing() -> None:
+    pass
+
+
+def check_extent(buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
+                  strides: tuple[int, ...], offset: int) -> None:
+    """ValueError unless every element of the view (*shape*, element *strides*, element *offset*) lies in *buffer*."""
+    if len(strides) != len(shape):
+        raise ValueError(f"strides: expected {len(shape)} values (one per dim of shape {shape}), got {strides}")
+    dims = [index_arg("shape", n) for n in shape]
+    steps = [index_arg("strides", st) for st in strides]
+    first = index_arg("offset", offset)
+    if any(n < 0 for n in dims):
+        raise ValueError(f"shape: dims must be >= 0, got {shape}")
+    if any(st < 0 for st in steps):
+        raise ValueError(f"strides: element strides must be >= 0, got {strides}")
+    if first < 0:
+        raise ValueError(f"offset: the element offset must be >= 0, got {offset}")
+    count = first + 1 + sum((n - 1) * st for n, st in zip(dims, steps)) if math.prod(dims) else first
+    if count * dtype.itemsize > buffer.nbytes:
+        raise ValueError(f"shape {shape}, strides {strides}, offset {offset}: the view spans {count} {dtype} elements "
+                         f"({count * dtype.itemsize} bytes), more than this {buffer.nbytes}-byte buffer holds")
+
+
+def _check_download_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out: expected a numpy array, got {type(out).__name__}")
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError(f"out: expected shape {shape} dtype {dtype}, got {out.shape} {out.dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out: the array is read-only")
+    problem = overlap_problem(out.shape, out.strides, out.itemsize)
+    if problem is not None:
+        raise ValueError(f"out: {problem}; every element needs its own memory")
+
+
+def _offset_in_base(array: np.ndarray, addr: int) -> int:
+    """Byte offset of *array*'s first element from the start of the numpy array it views (0 if none)."""
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is array:
+        return 0
+    start = int(root.ctypes.data)
+    return addr - start if 0 <= addr - start < root.nbytes else 0
+
+
+class Session:
+    """Owns a device (by id), one stream on it, a reusable workspace, a caching allocator and the arrays it makes.
+
+    Parameters
+    ----------
+    device_id:
+        The device to use (``aclrtSetDevice``).
+    plans:
+        Keep a repeatable executor per call shape and only update addresses on later
+        calls (see :mod:`acl_bindings.calls`).  ``False``: every call runs both phases.
+
+    :meth:`run` runs any declared operator on the session's device arrays; an operator package
+    adds its own entry points (and its :class:`DeviceArray` subclass, :attr:`array_type`).
+
+    A context manager: ``close()`` releases everything it created, in reverse order,
+    after the stream has finished.  ``repr()`` names the backend (real CANN or the
+    simulator).
+    """
+
+    #: The class of the arrays the session makes
+    array_type: type[DeviceArray] = DeviceArray
+
+    def __init__(self, device_id: int = 0, *, plans: bool = True) -> None:
+        self._closed = True
+        self.use_plans = plans
+        self.plans = PlanCache()
+        self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
+        self._prepared: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.RLock()
+        #: When work on the stream is known done (the caching allocator reuses blocks by it)
+        self.clock = StreamClock(self._sync)
+        self.backend = load_backend()
+        self.device = Device(device_id)
+        #: The device memory of the session's arrays and temporaries, cached between calls
+        self.allocator = CachingAllocator(self.device)
+        try:
+            self.stream = Stream(self.device)
+            self.workspace = Workspace(self.device, self.stream)
+        except BaseException:
+            if isinstance(self.__dict__.get("stream"), Stream):
+                self.stream.close()  # (interrupted after the stream was made: it needs the device)
+            self.device.close()
+            raise
+        self._closed = False
+        self.calls = 0
+        self.last_workspace_size = 0
+        #: Which path the latest call took: ``"plan"`` (a repeatable executor) or ``"one-shot"`` (both phases)
+        self.last_path = ""
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("this Session is closed")
+
+    def _active(self) -> Any:
+        """The device guard of a public call (:meth:`acl_bindings.Device.active`); ClosedError once closed."""
+        self._check_open()
+        return self.device.active()
+
+    def close(self) -> None:
+        """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
+
+        Every release is attempted even when one fails (the first error is raised).  The
+        device is reset only after everything that needs it was released, so after such a
+        failure another ``close()`` finishes the job.
+        """
+        with self._lock:
+            if self._closed and self.device.closed:
+                return
+            steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
+            steps += [call.close for call in list(self._prepared)]
+            steps += [arr.close for arr in list(self._arrays)]
+            steps += [self._mark_closed, self.plans.clear, self.allocator.release_all, self.workspace.release,
+                      self.stream.close, self._reset_device]
+            run_all(steps)
+
+    def _sync_for_close(self) -> None:
+        if not releases_allowed():
+            return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
+        self.stream.synchronize()
+
+    @property
+    def _pending(self) -> bool:
+        """Whether work may be queued on the stream since the last synchronisation."""
+        return self.clock.pending
+
+    @_pending.setter
+    def _pending(self, value: bool) -> None:
+        self.clock.pending = bool(value)
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        self._pending = False
+
+    def _reset_device(self) -> None:
+        # a stream, workspace or array the library refused to release still needs the device
+        if (self.stream.closed and self.workspace.buffer is None and not self.allocator.holds_memory
+                and all(a.closed for a in list(self._arrays))
+                and all(call._released for call in list(self._prepared))):
+            self.device.close()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kind = "simulator" if self.backend.is_simulator else "CANN"
+        state = "closed" if self._closed else "open"
+        return f"<Session device={self.device.id} backend={self.backend.kind} ({kind}) {state}>"
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on the session's stream."""
+        self._check_open()
+        self._sync()
+
+    def _sync(self) -> None:
+        self.stream.synchronize()
+        self.clock.synchronized()
+
+    def empty_cache(self) -> None:
+        """Release the device memory the caching allocator keeps for reuse (after the stream used it)."""
+        with self._lock, self._active():
+            self._sync()
+            self.allocator.empty_cache()
+
+    def _sync_if_pending(self) -> None:
+        if self._pending:
+            self._sync()
+
+    # ------------------------------------------------------------------ arrays
+    def _upload_host(self, array: np.ndarray, layout: str, param: str, func: str) -> DeviceArray:
+        """Copy the numpy *array* to the device, keeping its strides and offset (no host copy); errors name *func*.
+
+        For a view into a larger numpy array, the bytes from the base array's start (when
+        that prefix is no larger than the view's own span) to the view's last element go
+        up as they are: the aclTensor gets the numpy strides and the view's element offset
+        in its base.  Otherwise the bytes from the first to the last element go up, with
+        offset 0.
+        """
+        strides = _positive_strides(array, param, func)
+        addr, nbytes = host_span(array)
+        item = array.itemsize
+        if addr % item:
+            raise AclnnParamError(161002, func,
+                                  f"{param}: data address {addr:#x} is not aligned to its item size {item}")
+        lead = _offset_in_base(array, addr)
+        if lead > nbytes or lead % item:
+            lead = 0
+        total = max(lead + nbytes, item)
+        buf = self.allocator.allocate(total, self.clock)
+        try:
+            if nbytes:
+                buf.upload(host_bytes(addr - lead, lead + nbytes))
+        except BaseException:
+            buf.close()
+            raise
+        return self._adopt(buf, tuple(int(n) for n in array.shape), array.dtype, layout, strides, lead // item)
+
+    def _adopt(self, buf: PooledBuffer, shape: tuple[int, ...], dtype: Any, layout: str, strides: tuple[int, ...],
+               offset: int) -> DeviceArray:
+        """Wrap *buf* in a DeviceArray the session owns (the buffer is closed if that fails)."""
+        try:
+            arr = self.array_type(self, buf, shape, dtype, layout, strides, offset)
+        except BaseException:
+            buf.close()
+            raise
+        with self._lock:
+            self._arrays.add(arr)
+        return arr
+
+    def _empty_contiguous(self, shape: tuple[int, ...], dtype: np.dtype, layout: str) -> DeviceArray:
+        """A contiguous, uninitialised device array (*shape* checked by the caller)."""
+        nbytes = max(math.prod(shape) * dtype.itemsize, dtype.itemsize)
+        return self._adopt(self.allocator.allocate(nbytes, self.clock), shape, dtype, layout,
+                           contiguous_strides(shape), 0)
+
+    # ------------------------------------------------------------------ operators
+    def run(self, op: TwoPhaseOp, *values: Any) -> int:
+        """Queue one call of any declared operator *op* on the session's stream (no host checks, no sync).
+
+        *values* follow *op*'s schema (:mod:`acl_bindings.calls`): a :class:`DeviceArray` of this
+        session for each tensor, a sequence of ints for each int array, a float for each double.
+        Plans are kept per call shape as for :meth:`backward`.  Returns the workspace size.
+        """
+        with self._lock, self._active():
+            if len(values) != len(op.schema):
+                raise TypeError(f"{op.phase1_name}: expected {len(op.schema)} arguments "
+                                f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
+            converted: list[Any] = []
+            for arg, value in zip(op.schema, values):
+                if arg.is_tensor:
+                    if not isinstance(value, DeviceArray):
+                        raise AclnnParamError(161002, op.phase1_name, f"{arg.name}: expected a DeviceArray, "
+                                                                      f"got {type(value).__name__}")
+                    value._check_open()
+                    if value.session is not self:
+                        raise AclnnParamError(161002, op.phase1_name,
+                                              f"{arg.name}: this DeviceArray belongs to another Session")
+                    converted.append(value)
+                elif arg.kind is ArgKind.INT_ARRAY:
+                    converted.append(_int_tuple(value, arg.name, op.phase1_name))
+                else:
+                    converted.append(float(value))
+            return self._run(op, converted)
+
+    def _run(self, op: TwoPhaseOp, values: Sequence[Any]) -> int:
+        """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`)."""
+        self._pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
+        size, self.last_path = launch(op, values, plans=self.plans if self.use_plans else None,
+                                      workspace=self.workspace, stream=self.stream, before_evict=self._sync_if_pending)
+        self.calls += 1
+        self.last_workspace_size = size
+        return size
+
+    def _register_prepared(self, call: Any) -> None:
+        self._prepared.add(call)
+
+    @staticmethod
+    def _track(arr: _A, owned: list[_A]) -> _A:
+        owned.append(arr)
+        return arr
+
+
+def _int_tuple(values: Any, param: str, func: str) -> tuple[int, ...]:
+    """An int array argument: a sequence of ints (161002 naming *param* otherwise)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise AclnnParamError(161002, func, f"{param}: expected a sequence of ints, got {type(values).__name__}")
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise AclnnParamError(161002, func, f"{param}: expected ints, got {type(v).__name__} {v!r}")
+        out.append(int(v))
+    return tuple(out)
