@@ -28,151 +28,27 @@ and ``_check_open()``.
 from __future__ import annotations
 
 import ctypes
-import logging
 import weakref
-from ctypes import byref, c_double, c_int64, c_size_t, c_uint64, c_void_p
+from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
-from ._lib import lib, null_handle_error, raise_for_status, recent_error_message
+from ._lean import (
+    ArraySource,
+    Leftovers,
+    TensorSource,
+    conforms,
+    lean_functions,
+    lean_names,
+    release_leftovers,
+)
+from ._lib import null_handle_error, raise_for_status, recent_error_message
 from ._resource import releases_allowed
-from .calls import ExecutorPlan, TensorArg
-from .enums import dtype_to_acl
+from .calls import ExecutorPlan
 from .errors import AclError, AclnnParamError, ClosedError
 from .memory import DeviceBuffer
 from .op import ArgKind, TwoPhaseOp
 
 __all__ = ["PreparedCall", "lean_names", "conforms"]
-
-_log = logging.getLogger("acl_bindings")
-
-_ZERO = c_size_t(0)
-
-
-def lean_names(op: TwoPhaseOp) -> tuple[str, ...]:
-    """The C functions a prepared call of *op* uses."""
-    return ("aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray", "aclDestroyIntArray", "aclDestroyAclOpExecutor",
-            "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclrtSynchronizeStream", op.phase1_name,
-            op.phase2_name)
-
-
-def conforms(name: str, args: Sequence[Any]) -> bool:
-    """Whether *args* fit *name*'s C signature for a lean call (see :meth:`acl_bindings.Lib.conforms`)."""
-    return bool(lib.conforms(name, args))
-
-
-class _Fns:
-    """Lean function objects for one operator on the loaded backend.  Calls that only read and write host-side
-    metadata keep the GIL; phase 2 and the stream synchronisation, which may wait for the device, release it."""
-
-    def __init__(self, op: TwoPhaseOp) -> None:
-        release = {op.phase2_name, "aclrtSynchronizeStream"}
-        for name in lean_names(op):
-            setattr(self, name, lib.lean(name, release_gil=name in release))
-        self.phase1 = getattr(self, op.phase1_name)
-        self.phase2 = getattr(self, op.phase2_name)
-
-    def __getattr__(self, name: str) -> Any:  # (for the type checker: set in __init__)
-        raise AttributeError(name)
-
-
-_fns: dict[str, _Fns] = {}
-
-
-def _lean(op: TwoPhaseOp) -> _Fns:
-    fns = _fns.get(op.name)
-    if fns is None:
-        fns = _fns[op.name] = _Fns(op)
-    return fns
-
-
-def _c_array(values: Sequence[int]) -> Any:
-    return (c_int64 * len(values))(*values)
-
-
-class _TensorSource:
-    """The aclCreateTensor arguments of a tensor argument, as ready ctypes objects (``args``)."""
-
-    __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "storage", "nstorage", "address", "args")
-
-    def __init__(self, arg: TensorArg) -> None:
-        self.dims = _c_array(arg.shape)
-        self.ndim = c_uint64(len(arg.shape))
-        self.dtype = int(dtype_to_acl(arg.dtype))  # C int (enums are ints, cann-abi.md §2): passed as a Python int
-        self.strides = _c_array(arg.strides)
-        self.offset = c_int64(arg.offset)
-        self.format = int(arg.format)  # C int (aclFormat)
-        self.set_storage(arg.storage_dims)
-        self.set_address(arg.address)
-
-    def set_storage(self, storage_dims: Sequence[int]) -> None:
-        self.storage = _c_array(storage_dims)
-        self.nstorage = c_uint64(len(storage_dims))
-
-    def set_address(self, address: int) -> None:
-        self.address = c_void_p(address)
-        self.args = (self.dims, self.ndim, self.dtype, self.strides, self.offset, self.format, self.storage,
-                     self.nstorage, self.address)
-
-
-class _ArraySource:
-    """The aclCreateIntArray arguments of an int array (``args``)."""
-
-    __slots__ = ("args",)
-
-    def __init__(self, values: Sequence[int]) -> None:
-        self.args = (_c_array(values), c_uint64(len(values)))
-
-
-class _Leftovers:
-    """The per-call handles of the lean one-shot path, in cells the finalizer net can read.
-
-    ``cells`` hold the call's aclTensors and aclIntArrays while it runs (``names``: their destroy
-    functions), ``ex`` the executor phase 1 wrote; ``refused`` the handles whose destroy the library
-    refused (or that an interrupted call left behind), as ``(destroy function name, handle)``.
-    """
-
-    __slots__ = ("cells", "names", "ex", "refused")
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = tuple(names)
-        self.cells: list[Any] = [None] * len(self.names)
-        self.ex = c_void_p()
-        self.refused: list[tuple[str, Any]] = []
-
-    def busy(self) -> bool:
-        """Whether any handle is still held."""
-        return bool(self.refused or self.ex or any(self.cells))
-
-    def salvage(self) -> None:
-        """Move whatever the cells still hold to ``refused`` (each in one statement: never lost, never twice)."""
-        for k, name in enumerate(self.names):
-            if self.cells[k]:
-                self.refused, self.cells[k] = [*self.refused, (name, self.cells[k])], None
-        if self.ex:
-            self.refused, self.ex.value = [*self.refused, ("aclDestroyAclOpExecutor", c_void_p(self.ex.value))], None
-
-    def destroy(self, fns: Any) -> None:
-        """Destroy every handle in ``refused`` (and the cells); keep those refused again, raise the first error."""
-        self.salvage()
-        first, name = 0, ""
-        for entry in list(self.refused):
-            self.refused = [e for e in self.refused if e is not entry] if not (
-                rc := getattr(fns, entry[0])(entry[1])) else self.refused
-            if rc and not first:
-                first, name = rc, entry[0]
-        if first:
-            raise_for_status(first, name)
-
-
-def _release_leftovers(fns: _Fns, left: _Leftovers, device: Any) -> None:
-    """The finalizer net of a prepared call's per-call handles (errors are logged, never raised)."""
-    if not left.busy() or not releases_allowed():
-        return
-    try:
-        with device.active():
-            left.destroy(fns)
-    except Exception as exc:
-        _log.debug("release of a prepared call's handles by finalizer failed: %s", exc)
 
 
 class PreparedCall:
@@ -231,16 +107,16 @@ class PreparedCall:
         self._where = tuple(pos for pos, a in enumerate(schema) if a.kind is not ArgKind.DOUBLE)
         self._tensor_positions = tuple(pos for pos, a in enumerate(schema) if a.is_tensor)
         # per-call handles not destroyed yet (refused, or a call interrupted)
-        self._left = _Leftovers(["aclDestroyTensor" if schema[pos].is_tensor else "aclDestroyIntArray"
+        self._left = Leftovers(["aclDestroyTensor" if schema[pos].is_tensor else "aclDestroyIntArray"
                                  for pos in self._where])
         with owner._lock:
             owner._check_open()
             self._values = list(values)
-            self._fns = _lean(op)
+            self._fns = lean_functions(op)
             self._stream = c_void_p(owner.stream.handle)
             self._device = owner.device
             self._lock = owner._lock
-            self._sources = [_TensorSource(values[pos].arg) if schema[pos].is_tensor else _ArraySource(values[pos])
+            self._sources = [TensorSource(values[pos].arg) if schema[pos].is_tensor else ArraySource(values[pos])
                              for pos in self._where]
             self._size_out = c_uint64()
             self._ex_out = c_void_p()
@@ -249,8 +125,8 @@ class PreparedCall:
                                             for pos, a in enumerate(schema)]
             self._phase1_args += [byref(self._size_out), byref(self._ex_out)]
             self._left.ex = self._ex_out
-            # the garbage collector's net for the per-call handles (never self: see _Leftovers)
-            fin = weakref.finalize(self, _release_leftovers, self._fns, self._left, owner.device)
+            # the garbage collector's net for the per-call handles (never self: see Leftovers)
+            fin = weakref.finalize(self, release_leftovers, self._fns, self._left, owner.device)
             fin.atexit = False
             self._released = False
             owner._register_prepared(self)  # from here on, the owner's close() releases what this call owns
@@ -409,7 +285,7 @@ class PreparedCall:
             self._explain_rebind(pos, arr, old, others)
         new = arr.arg
         src = self._sources[self._where.index(pos)]
-        assert isinstance(src, _TensorSource)
+        assert isinstance(src, TensorSource)
         if new.storage_dims != old.arg.storage_dims:
             # a one-shot call describes the new buffer (a plan's executor keeps its phase-1 storage, which
             # covers the same view: only phase 1 checks it, cann-abi.md §8.1)
