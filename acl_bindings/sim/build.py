@@ -91,17 +91,25 @@ def find_compiler(cc: str | None = None) -> str | None:
     return None
 
 
+RUNTIME_SOURCES = ("sim_core.c", "streams.c", "runtime.c", "rt_memory.c")
+NNOPBASE_SOURCES = ("nnopbase.c",)
+OPAPI_SOURCES = ("opapi.c",)
+
+
 def _sources() -> dict[str, list[Path]]:
+    """The C files of each library.  The operator library takes every operator in ``src/ops/`` and every
+    kernel in ``src/kernels/``: adding an operator is adding its file there."""
     return {
-        "runtime": [SRC / "runtime.c"],
-        "nnopbase": [SRC / "nnopbase.c"],
-        "op": [SRC / "opapi_cv.c", SRC / "us3d_kernel.c"],
+        "runtime": [SRC / n for n in RUNTIME_SOURCES],
+        "nnopbase": [SRC / n for n in NNOPBASE_SOURCES],
+        "op": [SRC / n for n in OPAPI_SOURCES] + sorted((SRC / "ops").glob("*.c")) + sorted((SRC / "kernels").glob("*.c")),
     }
 
 
 def _inputs() -> list[Path]:
     files = [Path(__file__).resolve()]
-    files += sorted(SRC.glob("*.c")) + sorted(SRC.glob("*.h"))
+    for folder in (SRC, SRC / "ops", SRC / "kernels"):
+        files += sorted(folder.glob("*.c")) + sorted(folder.glob("*.h"))
     return files
 
 
