@@ -66,8 +66,8 @@ static int view_is_contiguous(const aclTensor *t) {
     return 1;
 }
 
-/* nnopbase's Validate (same file), which l0op::Contiguous (gradOut) and the ViewCopy back to a non-contiguous
-   gradInput depend on: in elements, max = offset + sum(max(0, stride*(dim-1))) and min = offset +
+/* nnopbase's Validate (same file), which l0op::Contiguous of an input and the ViewCopy back to a non-contiguous
+   output depend on: in elements, max = offset + sum(max(0, stride*(dim-1))) and min = offset +
    sum(min(0, stride*(dim-1))) need max + 1 <= product(storageDims) and min >= 0 (cann-abi.md §8.1).  A failure
    there makes phase 1 return ACLNN_ERR_INNER_NULLPTR (an operator's CHECK_RET after Contiguous / ViewCopy, e.g.
    OCV aclnn_upsample_nearest_exact3d_backward.cpp).  Returns 0, or 561103 with a message naming the tensor. */

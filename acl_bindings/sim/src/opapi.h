@@ -9,9 +9,12 @@
 
 #include "cannsim.h"
 
-/* Register this file's exported entry points at load (once per operator file, at file scope):
+/* Declare this file's exported entry points (once per operator file, at file scope, on one line of its own,
+   with string literals):
        CANNSIM_REGISTER_OP("aclnnFooGetWorkspaceSize", "aclnnFoo")
-   Their calls are then counted, fault-injectable and reported like every other exported function. */
+   build.py collects these lines into the runtime's table of names, and the operator library registers them
+   again when it loads.  Their calls are then counted, fault-injectable and reported like every other
+   exported function's. */
 #define CANNSIM_REGISTER_OP(...)                                                                        \
     static const char *const cannsim_op_entry_points_[] = {__VA_ARGS__};                               \
     __attribute__((constructor)) static void cannsim_op_register_(void) {                             \

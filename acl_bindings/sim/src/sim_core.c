@@ -59,9 +59,18 @@ const char *cannsim_take_error(void) {
 
 /* ====================================================================== function registry, call counts, faults */
 /* The exported functions whose calls are counted (cannsimCallCount) and can be made to fail (CANN_SIM_FAULT):
-   the runtime's and nnopbase's below, then the entry points each operator file registers when the operator
-   library is loaded (cannsim_register_functions).  Index i < N_BUILTIN is k_builtin[i], else a registered
-   name. */
+   the runtime's and nnopbase's, then the operators' entry points.  Each operator file declares its entry points
+   with CANNSIM_REGISTER_OP (opapi.h); build.py collects those declarations into cannsim_op_names.h, so that the
+   runtime knows them from its load on (a binding loads the operator library only at its first operator call,
+   and may set faults or read counters before).  The same declaration registers the names again when the
+   operator library loads (cannsim_register_functions), which adds any the build did not collect.  Index
+   i < N_BUILTIN is k_builtin[i], else a registered name. */
+#ifdef CANNSIM_HAVE_OP_NAMES
+#include "cannsim_op_names.h" /* generated: #define CANNSIM_OP_NAMES "name", "name", ... */
+#endif
+#ifndef CANNSIM_OP_NAMES
+#define CANNSIM_OP_NAMES
+#endif
 static const char *const k_builtin[] = {
     /* runtime */
     "aclInit", "aclFinalize", "aclFinalizeReference", "aclGetRecentErrMsg", "aclrtSetDevice",
@@ -81,6 +90,8 @@ static const char *const k_builtin[] = {
     "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclSetTensorAddr", "aclSetDynamicInputTensorAddr",
     "aclSetDynamicOutputTensorAddr", "aclSetRawTensorAddr", "aclGetRawTensorAddr", "aclnnInit",
     "aclnnFinalize",
+    /* operator libraries */
+    CANNSIM_OP_NAMES
 };
 #define N_BUILTIN (sizeof k_builtin / sizeof k_builtin[0])
 #define MAX_REGISTERED 256
@@ -119,8 +130,7 @@ static int literal_index(const char *func) {
 }
 
 typedef struct {
-    int func;        /* index into the names; -1 while the name is not registered yet */
-    char name[MAX_NAME];
+    int func;        /* index into the names */
     uint64_t nth;    /* 1-based call number; 0 = every call */
     int code;
     uint64_t seen;   /* calls counted since the spec was set */
@@ -129,9 +139,8 @@ typedef struct {
 static fault_t g_faults[MAX_FAULTS];
 static int g_nfaults;
 
-/* Parses spec into out; returns the count, or -1 with a reason in why.  With allow_pending, a name not
-   registered yet is kept by name (func -1) until an operator library registers it (lock held). */
-static int parse_faults(const char *spec, fault_t *out, int allow_pending, char *why, size_t whylen) {
+/* Parses spec into out; returns the count, or -1 with a reason in why (lock held, or at load). */
+static int parse_faults(const char *spec, fault_t *out, char *why, size_t whylen) {
     int n = 0;
     if (!spec) return 0;
     const char *p = spec;
@@ -162,7 +171,7 @@ static int parse_faults(const char *spec, fault_t *out, int allow_pending, char 
         *c1 = 0;
         *c2 = 0;
         int fi = name_index(s);
-        if (fi < 0 && (!allow_pending || strlen(s) >= sizeof out[n].name)) {
+        if (fi < 0) {
             snprintf(why, whylen, "'%s' is not a function exported by the simulator", s);
             return -1;
         }
@@ -184,7 +193,6 @@ static int parse_faults(const char *spec, fault_t *out, int allow_pending, char 
             return -1;
         }
         out[n].func = fi;
-        snprintf(out[n].name, sizeof out[n].name, "%s", s);
         out[n].nth = nth;
         out[n].code = (int)code;
         out[n].seen = 0;
@@ -203,17 +211,14 @@ CANNSIM_API int cannsim_register_functions(const char *const *names, int n) {
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < n; i++) {
         const char *name = names[i];
-        if (!name || !*name || strlen(name) >= MAX_NAME || name_index(name) >= 0 || g_nregistered == MAX_REGISTERED) {
+        if (name && name_index(name) >= 0) continue; /* declared at build time (or registered twice) */
+        if (!name || !*name || strlen(name) >= MAX_NAME || g_nregistered == MAX_REGISTERED) {
             fprintf(stderr, "cannsim: cannot register the function name '%s' (%s)\n", name ? name : "(null)",
-                    !name || !*name ? "empty" : strlen(name) >= MAX_NAME ? "too long"
-                    : name_index(name) >= 0 ? "already registered" : "too many names");
+                    !name || !*name ? "empty" : strlen(name) >= MAX_NAME ? "too long" : "too many names");
             rc = -1;
             continue;
         }
-        size_t idx = n_names();
         snprintf(g_registered[g_nregistered++], MAX_NAME, "%s", name);
-        for (int f = 0; f < g_nfaults; f++) /* CANN_SIM_FAULT entries waiting for this name */
-            if (g_faults[f].func < 0 && strcmp(g_faults[f].name, name) == 0) g_faults[f].func = (int)idx;
     }
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -242,7 +247,7 @@ CANNSIM_API int cannsimSetFault(const char *spec) {
     fault_t tmp[MAX_FAULTS];
     char why[256] = "";
     pthread_mutex_lock(&g_mu);
-    int n = parse_faults(spec, tmp, 0, why, sizeof why);
+    int n = parse_faults(spec, tmp, why, sizeof why);
     if (n >= 0) {
         memcpy(g_faults, tmp, sizeof(fault_t) * (size_t)n);
         g_nfaults = n;
@@ -597,7 +602,7 @@ __attribute__((constructor)) static void cannsim_load(void) {
     const char *spec = getenv("CANN_SIM_FAULT");
     if (spec && *spec) {
         char why[256] = "";
-        int n = parse_faults(spec, g_faults, 1, why, sizeof why);
+        int n = parse_faults(spec, g_faults, why, sizeof why);
         if (n < 0) {
             g_nfaults = 0;
             fprintf(stderr, "cannsim: ignoring malformed CANN_SIM_FAULT='%s': %s\n", spec, why);
@@ -607,16 +612,7 @@ __attribute__((constructor)) static void cannsim_load(void) {
     }
 }
 
-/* A CANN_SIM_FAULT entry whose name no library registered never applied: say so at exit. */
-static void report_unresolved_faults(void) {
-    for (int i = 0; i < g_nfaults; i++)
-        if (g_faults[i].func < 0)
-            fprintf(stderr, "cannsim: CANN_SIM_FAULT entry '%s' was never applied: it is not a function exported by "
-                    "the simulator\n", g_faults[i].name);
-}
-
 __attribute__((destructor)) static void cannsim_unload(void) {
     streams_stop_at_exit();
-    report_unresolved_faults();
     write_report();
 }

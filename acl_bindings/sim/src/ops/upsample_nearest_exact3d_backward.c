@@ -19,7 +19,7 @@
 #define P2 "aclnnUpsampleNearestExact3dBackward"
 #define OP "UpsampleNearestExact3dBackward"
 
-CANNSIM_REGISTER_OP(P1, P2)
+CANNSIM_REGISTER_OP("aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize", "aclnnUpsampleNearestExact3dBackward")
 
 typedef struct {
     float scale[3];
