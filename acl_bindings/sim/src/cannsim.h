@@ -208,11 +208,6 @@ CANNSIM_API const char *cannsim_peek_error(void);
 /* Count a call of exported function `func` and apply fault injection: returns 0 to proceed, or
    the injected code (the message is already set). */
 CANNSIM_API int cannsim_enter(const char *func);
-/* Register exported functions of an operator library (its entry points), so that their calls are counted
-   (cannsimCallCount), can be made to fail (CANN_SIM_FAULT, cannsimSetFault) and appear in the exit report.
-   Operator files call it at load through CANNSIM_REGISTER_OP (opapi.h).  Returns 0, or -1 if a name was
-   empty, too long, already registered or over the limit (said on stderr; the others are registered). */
-CANNSIM_API int cannsim_register_functions(const char *const *names, int n);
 /* The global simulator lock (not recursive). */
 CANNSIM_API void cannsim_lock(void);
 CANNSIM_API void cannsim_unlock(void);

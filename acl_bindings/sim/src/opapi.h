@@ -12,15 +12,10 @@
 /* Declare this file's exported entry points (once per operator file, at file scope, on one line of its own,
    with string literals):
        CANNSIM_REGISTER_OP("aclnnFooGetWorkspaceSize", "aclnnFoo")
-   build.py collects these lines into the runtime's table of names, and the operator library registers them
-   again when it loads.  Their calls are then counted, fault-injectable and reported like every other
-   exported function's. */
-#define CANNSIM_REGISTER_OP(...)                                                                        \
-    static const char *const cannsim_op_entry_points_[] = {__VA_ARGS__};                               \
-    __attribute__((constructor)) static void cannsim_op_register_(void) {                             \
-        cannsim_register_functions(cannsim_op_entry_points_,                                          \
-                                   (int)(sizeof cannsim_op_entry_points_ / sizeof cannsim_op_entry_points_[0])); \
-    }
+   build.py collects these lines into the runtime's table of names (sim_core.c), so their calls are counted,
+   fault-injectable and reported like every other exported function's, from the runtime's load on. */
+#define CANNSIM_REGISTER_OP(...) \
+    __attribute__((unused)) static const char *const cannsim_op_entry_points_[] = {__VA_ARGS__};
 
 /* The answer of an entry point the simulator does not implement: 200001 with a message. */
 #define OPAPI_NOT_SUPPORTED(name) \

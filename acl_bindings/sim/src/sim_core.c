@@ -4,8 +4,8 @@
  * function names with their call counters and fault injection (CANN_SIM_FAULT), the handle
  * registries and allocation tables, live-handle accounting and the exit report.
  *
- * Operator libraries register their entry points here at load (cannsim_register_functions), so
- * that no operator is named in the runtime.
+ * The operators' entry points come from their files' CANNSIM_REGISTER_OP lines, collected by
+ * build.py, so that no operator is named in the runtime.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -62,16 +62,14 @@ const char *cannsim_take_error(void) {
    the runtime's and nnopbase's, then the operators' entry points.  Each operator file declares its entry points
    with CANNSIM_REGISTER_OP (opapi.h); build.py collects those declarations into cannsim_op_names.h, so that the
    runtime knows them from its load on (a binding loads the operator library only at its first operator call,
-   and may set faults or read counters before).  The same declaration registers the names again when the
-   operator library loads (cannsim_register_functions), which adds any the build did not collect.  Index
-   i < N_BUILTIN is k_builtin[i], else a registered name. */
+   and may set faults or read counters before).  No operator is named here. */
 #ifdef CANNSIM_HAVE_OP_NAMES
 #include "cannsim_op_names.h" /* generated: #define CANNSIM_OP_NAMES "name", "name", ... */
 #endif
 #ifndef CANNSIM_OP_NAMES
 #define CANNSIM_OP_NAMES
 #endif
-static const char *const k_builtin[] = {
+static const char *const k_names[] = {
     /* runtime */
     "aclInit", "aclFinalize", "aclFinalizeReference", "aclGetRecentErrMsg", "aclrtSetDevice",
     "aclrtResetDevice", "aclrtResetDeviceForce", "aclrtGetDevice", "aclrtGetDeviceCount",
@@ -93,17 +91,12 @@ static const char *const k_builtin[] = {
     /* operator libraries */
     CANNSIM_OP_NAMES
 };
-#define N_BUILTIN (sizeof k_builtin / sizeof k_builtin[0])
-#define MAX_REGISTERED 256
-#define MAX_NAME 96
-static char g_registered[MAX_REGISTERED][MAX_NAME];
-static size_t g_nregistered;
-static uint64_t g_calls[N_BUILTIN + MAX_REGISTERED];
+#define N_NAMES (sizeof k_names / sizeof k_names[0])
+static uint64_t g_calls[N_NAMES];
 
-static size_t n_names(void) { return N_BUILTIN + g_nregistered; }
-static const char *name_at(size_t i) { return i < N_BUILTIN ? k_builtin[i] : g_registered[i - N_BUILTIN]; }
+static size_t n_names(void) { return N_NAMES; }
+static const char *name_at(size_t i) { return k_names[i]; }
 
-/* lock held (or at load, before any other thread) */
 static int name_index(const char *func) {
     if (!func) return -1;
     for (size_t i = 0; i < n_names(); i++)
@@ -204,24 +197,6 @@ static int parse_faults(const char *spec, fault_t *out, char *why, size_t whylen
 static int fault_exempt(int idx) {
     const char *f = name_at((size_t)idx);
     return strcmp(f, "aclGetRecentErrMsg") == 0 || strcmp(f, "aclrtGetSocName") == 0;
-}
-
-CANNSIM_API int cannsim_register_functions(const char *const *names, int n) {
-    int rc = 0;
-    pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < n; i++) {
-        const char *name = names[i];
-        if (name && name_index(name) >= 0) continue; /* declared at build time (or registered twice) */
-        if (!name || !*name || strlen(name) >= MAX_NAME || g_nregistered == MAX_REGISTERED) {
-            fprintf(stderr, "cannsim: cannot register the function name '%s' (%s)\n", name ? name : "(null)",
-                    !name || !*name ? "empty" : strlen(name) >= MAX_NAME ? "too long" : "too many names");
-            rc = -1;
-            continue;
-        }
-        snprintf(g_registered[g_nregistered++], MAX_NAME, "%s", name);
-    }
-    pthread_mutex_unlock(&g_mu);
-    return rc;
 }
 
 CANNSIM_API int cannsim_enter(const char *func) {
