@@ -25,12 +25,15 @@ after, or during, its release.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
+import sys
 import threading
+import time
 import weakref
 from ctypes import c_void_p
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, Iterator, TypeVar, cast
 
 from .errors import ClosedError
 
@@ -47,33 +50,66 @@ class _ProcessState:
 STATE = _ProcessState()
 
 
-#: Guards every object's count of uses in progress (re-entrant: a garbage-collection finalizer may
-#: run on a thread that holds it).
-_uses = threading.Condition(threading.RLock())
+#: Guards the check-and-mark steps of uses and closes.  Only this C lock is ever taken, and only in
+#: ``with`` statements: its ``__enter__``/``__exit__`` run no Python line, so an interrupt cannot leave it
+#: held (a ``threading.Condition`` could: its ``__enter__`` and ``wait`` are Python).  Re-entrant: a
+#: garbage-collection finalizer may run on a thread that holds it.  Nobody waits while holding it;
+#: a close waits for uses by polling (:func:`_pause`).
+_uses_lock = threading.RLock()
+_serials = itertools.count(1)
+_add, _discard = set.add, set.discard
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def in_use(method: F) -> F:
-    """Mark a method that passes its object's handle (and those of its Resource arguments) to C."""
+    """Mark a method that passes its object's handle (and those of its Resource arguments) to C.
+
+    Each call is one *token* (thread, serial), added to every object's set of uses in progress in one
+    C-level step and discarded in another, so an interrupt leaves a token either absent or in every set;
+    one that an interrupt left behind (at the ``finally`` line) is recognised as stale by
+    :func:`_token_live` and ignored.
+    """
 
     @functools.wraps(method)
     def guarded(self: Resource, *args: Any, **kwargs: Any) -> Any:
         objs = [self, *(a for a in (*args, *kwargs.values()) if isinstance(a, Resource))]
-        entered: list[Resource] = []
+        sets = [o.__dict__.setdefault("_uses_now", set()) for o in objs]
+        token = (threading.get_ident(), next(_serials))
         try:
-            with _uses:
+            with _uses_lock:
                 for obj in objs:
-                    obj._enter_use()
-                    entered.append(obj)
+                    obj._check_usable()
+                list(map(_add, sets, itertools.repeat(token)))
             return method(self, *args, **kwargs)
         finally:
-            if entered:
-                with _uses:
-                    for obj in entered:
-                        obj._exit_use()
+            list(map(_discard, sets, itertools.repeat(token)))
 
     return cast(F, guarded)
+
+
+_GUARDED_CODE = cast(Any, in_use(lambda self: None)).__code__  # (every guarded method shares this code)
+
+
+def _frames_of(thread: int) -> Iterator[Any]:
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
+def _token_live(token: tuple[int, int]) -> bool:
+    """Whether the in_use call that made *token* is still running (on its thread's stack)."""
+    return any(f.f_code is _GUARDED_CODE and f.f_locals.get("token") == token for f in _frames_of(token[0]))
+
+
+def _close_live(obj: Resource, thread: int) -> bool:
+    """Whether *thread* is inside ``obj.close()`` (not a mark that an interrupt left behind)."""
+    return any(f.f_code is _CLOSE_CODE and f.f_locals.get("self") is obj for f in _frames_of(thread))
+
+
+def _pause() -> None:
+    time.sleep(0.0005)
 
 
 def releases_allowed() -> bool:
@@ -131,8 +167,7 @@ class Resource:
     _cell: c_void_p | None = None
     _release: tuple[Callable[..., Any], tuple[Any, ...]] = (print, ())
     _what: str = "object"
-    _users: int = 0  # in_use calls in progress
-    _closing: bool = False
+    _closing: int = 0  # the thread closing it (0: none)
 
     def _arm(self, release: Callable[..., Any], *args: Any, before: Callable[[], Any] | None = None) -> c_void_p:
         """Register the release of the handle about to be created; returns the (empty) cell it goes in.
@@ -168,28 +203,28 @@ class Resource:
     def close(self) -> None:
         """Release the handle now.  Calling it again does nothing.
 
-        When the library refuses the release (an :class:`AclError`), the handle stays
-        owned: the error propagates, ``close()`` may be retried, and the finalizer net
+        It waits for the uses in progress on other threads; uses that start once it began raise
+        :class:`ClosedError`.  When the library refuses the release (an :class:`AclError`), the
+        handle stays owned: the error propagates, ``close()`` may be retried, and the finalizer net
         still runs.
         """
-        with _uses:  # wait for the uses in progress; later ones raise ClosedError
-            while self._closing:  # (another thread is closing it)
-                _uses.wait()
-            cell = self._cell
-            if cell is None:
-                return
-            if not cell.value:  # released (an interrupt may have come before the finalizer was detached)
-                self._closed_now()
-                return
-            self._closing = True
-            try:
-                while self._users:
-                    _uses.wait()
-            except BaseException:  # (an interrupt while waiting: the object stays open and usable)
-                self._closing = False
-                _uses.notify_all()
-                raise
+        me = threading.get_ident()
         try:
+            while True:
+                with _uses_lock:
+                    closer = self._closing
+                    if not closer or closer == me or not _close_live(self, closer):
+                        cell = self._cell
+                        if cell is None:
+                            return
+                        if not cell.value:  # released (an interrupt may have come before the finalizer was detached)
+                            self._closed_now()
+                            return
+                        self._closing = me
+                        break
+                _pause()  # another thread is closing it
+            while self._others_using():
+                _pause()
             if releases_allowed():
                 release, args = self._release
                 release(cell, *args)  # empties the cell, or raises with the handle still owned
@@ -197,9 +232,8 @@ class Resource:
                 cell.value = None  # after aclFinalize or in a forked child: not ours to release
             self._closed_now()
         finally:
-            with _uses:
-                self._closing = False
-                _uses.notify_all()
+            if self._closing == me:
+                self._closing = 0
 
     def _closed_now(self) -> None:
         fin = self._fin
@@ -223,20 +257,36 @@ class Resource:
         if self.closed:
             raise ClosedError(f"this {self._what} is closed")
 
-    def _enter_use(self) -> None:
-        with _uses:
-            if self._closing or self.closed:
-                raise ClosedError(f"this {self._what} is closed")
-            self._users += 1
+    @property
+    def _users(self) -> int:
+        """in_use calls in progress (on every thread; stale tokens included)."""
+        return len(self.__dict__.get("_uses_now", ()))
 
-    def _exit_use(self) -> None:
-        with _uses:
-            self._users -= 1
-            if not self._users and self._closing:
-                _uses.notify_all()
+    def _others_using(self) -> bool:
+        """Whether another thread is in an in_use call with this object.  The calling thread's own
+        uses are not waited for (it cannot be inside one while it closes, unless an interrupt cut the
+        use's bookkeeping short); tokens whose call ended without discarding them are dropped."""
+        me = threading.get_ident()
+        uses: set[tuple[int, int]] = self.__dict__.get("_uses_now", set())
+        for token in [t for t in list(uses) if t[0] != me]:
+            if _token_live(token):
+                return True
+            uses.discard(token)
+        return False
+
+    def _check_usable(self) -> None:
+        """Raise :class:`ClosedError` if it is closed or being closed (call with ``_uses_lock`` held)."""
+        closer = self._closing
+        if closer and not _close_live(self, closer):
+            self._closing = closer = 0  # a mark an interrupted close left behind
+        if closer or self.closed:
+            raise ClosedError(f"this {self._what} is closed")
 
     def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_CLOSE_CODE = Resource.close.__code__

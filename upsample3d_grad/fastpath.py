@@ -518,9 +518,7 @@ class PreparedCall:
             Other device arrays of the same shape, dtype, layout, strides and offset to use
             from now on (the executor is pointed at their addresses); None keeps the current ones.
         """
-        lock = self._lock
-        lock.acquire()  # (cheaper than a with statement)
-        try:
+        with self._lock:  # (a with statement: a real Ctrl-C cannot fall between acquiring and the try)
             if self._closed or self.session._closed:
                 raise ClosedError("this PreparedCall is closed" if self._closed else "this Session is closed")
             if grad_output is not None and grad_output is not self._go:
@@ -540,8 +538,6 @@ class PreparedCall:
                 if not self._retry_left:
                     self._retry_plan()
             return self._gi
-        finally:
-            lock.release()
 
     def _check_arrays_open(self) -> None:
         self._go._check_open()

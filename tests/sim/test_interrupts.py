@@ -7,7 +7,9 @@ package, the standard library, numpy) and raises ``KeyboardInterrupt`` at the k-
   or completes when k is past its last line;
 * once the objects are closed and the garbage collector ran, the simulator's live-handle counts
   are back where they were (``acl_bindings.sim.live_handles()``): no handle leaked;
-* the session (where the call had one) still gives the sample result.
+* the session (where the call had one) still gives the sample result;
+* closing the objects from another thread does not wait for anything the interrupt left behind on
+  this one (a lock still held, a use or a close whose bookkeeping it cut short).
 
 The garbage collector is off while the call runs, so that no unrelated object's finalizer takes
 the interrupt.  Every line is tried: k runs over 1..N+1, where N is the number of lines the call
@@ -23,9 +25,11 @@ accepted (and must still leak nothing); one lost anywhere else fails the test.
 
 from __future__ import annotations
 
+import dis
 import functools
 import gc
 import sys
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -42,19 +46,34 @@ OUT_SIZE, IN_SIZE = (2, 2, 2), (2, 2, 1, 1, 1)
 EXPECTED = [36.0, 100.0, 164.0, 228.0]
 
 
+_NOP = dis.opmap["NOP"]
+
+
 class _Interrupter:
-    """A trace function that raises KeyboardInterrupt at the *k*-th line event (0: never; it only counts)."""
+    """A trace function that raises KeyboardInterrupt at the *k*-th line event (0: never; it only counts).
+
+    A line whose code is a bare ``NOP`` (a ``try:`` line, a ``pass``) is not a point where a real
+    signal can arrive: CPython runs signal handlers only at its eval-breaker checks (calls, backward
+    jumps, function entry), and since 3.11 an exception raised by a trace function at such a NOP is
+    not covered by the exception table, so enclosing ``with`` and ``finally`` blocks are skipped
+    (python/cpython#148278).  There the interrupt is delivered at the next line instead.
+    """
 
     def __init__(self, k: int) -> None:
         self.k = k
         self.lines = 0
         self.fired = False
+        self.pending = False
         self.where = ""
 
     def __call__(self, frame: Any, event: str, arg: Any) -> Any:
         if event == "line":
             self.lines += 1
-            if self.lines == self.k:
+            if self.lines == self.k or self.pending:
+                if frame.f_code.co_code[frame.f_lasti] == _NOP:
+                    self.pending = True  # (see the class docstring)
+                    return self
+                self.pending = False
                 self.fired = True
                 self.where = f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
                 raise KeyboardInterrupt
@@ -129,6 +148,26 @@ def _teardown(state: dict) -> None:
         s.close()
 
 
+def _teardown_on_another_thread(state: dict) -> None:
+    """Close from a second thread, which must not wait for anything the interrupt left on this one
+    (a lock still held, a use or close whose bookkeeping was cut short)."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            _teardown(state)
+        except BaseException as err:  # noqa: B036 - reported by the caller
+            errors.append(err)
+
+    closer = threading.Thread(target=target, daemon=True)
+    closer.start()
+    closer.join(30)
+    if closer.is_alive():
+        raise AssertionError("close from another thread still waits after 30 s")
+    if errors:
+        raise errors[0]
+
+
 def _usable(state: dict) -> None:
     s = state.get("s")
     if s is None or s.closed:
@@ -192,9 +231,11 @@ def test_an_interrupt_at_every_line_leaks_nothing(path: str) -> None:
             except Exception as err:
                 failures.append(f"line {k}: not usable afterwards: {type(err).__name__}: {err}")
             try:
-                _teardown(state)
+                _teardown_on_another_thread(state)
             except Exception as err:
-                failures.append(f"line {k}: close failed: {type(err).__name__}: {err}")
+                failures.append(f"line {k} {interrupter.where}: close failed: {type(err).__name__}: {err}")
+                if "still waits" in str(err):
+                    break
             del state
             now = sim.live_handles()
             if now != before:
