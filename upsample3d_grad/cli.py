@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Any, NoReturn, Sequence, TextIO
+from typing import Any, Callable, NoReturn, Sequence, TextIO
 
 import numpy as np
 import numpy.random  # noqa: F401  (imported now: a Ctrl-C inside numpy's lazy import of it can be lost)
@@ -679,24 +679,17 @@ def _json_path(text: str) -> str:
     return text
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= *minimum*."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
 
 
 def _scale(text: str) -> float:
@@ -777,8 +770,8 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="D,H,W", help="gradOut spatial size instead of --scale (scales not passed)")
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     p.add_argument("--layout", choices=("NCDHW", "NDHWC"), default="NCDHW")
-    p.add_argument("--repeat", type=_positive_int, default=20, help="timed runs, >= 1 (default 20)")
-    p.add_argument("--warmup", type=_count, default=3, help="untimed runs first, >= 0 (default 3)")
+    p.add_argument("--repeat", type=_int_at_least(1), default=20, help="timed runs, >= 1 (default 20)")
+    p.add_argument("--warmup", type=_int_at_least(0), default=3, help="untimed runs first, >= 0 (default 3)")
     p.add_argument("--json", metavar="FILE", type=_json_path, help="also write the figures as JSON (- for stdout)")
     p.set_defaults(func=_bench, parser=p)
 
