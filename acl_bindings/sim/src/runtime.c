@@ -2189,10 +2189,9 @@ CANNSIM_API int64_t cannsimLiveHandles(const char *kind) {
 }
 
 /* ====================================================================== load / exit */
-static void write_report(void) {
-    const char *path = getenv("CANN_SIM_REPORT");
-    if (!path || !*path) return;
-    /* do not hang at exit if another thread died holding the lock */
+/* At exit: take the lock, or give up after about 200 ms rather than hang if another thread died
+   holding it.  Returns whether it is held. */
+static int lock_at_exit(void) {
     int locked = 0;
     for (int i = 0; i < 200 && !locked; i++) {
         if (pthread_mutex_trylock(&g_mu) == 0) locked = 1;
@@ -2201,6 +2200,13 @@ static void write_report(void) {
             nanosleep(&st, NULL);
         }
     }
+    return locked;
+}
+
+static void write_report(void) {
+    const char *path = getenv("CANN_SIM_REPORT");
+    if (!path || !*path) return;
+    int locked = lock_at_exit();
     /* A device, FIFO or link at the path is written into, never replaced; a regular file is replaced
      * atomically from a temporary file created exclusively (mkstemp) beside it. */
     struct stat st;
@@ -2266,14 +2272,7 @@ static void fork_child(void) {
 /* At exit: stop every worker (a task still in its simulated delay is abandoned) and join it.  Gives
    up rather than hang if another thread holds the lock. */
 static void stop_workers_at_exit(void) {
-    int locked = 0;
-    for (int i = 0; i < 200 && !locked; i++) {
-        if (pthread_mutex_trylock(&g_mu) == 0) locked = 1;
-        else {
-            struct timespec st = {0, 1000000};
-            nanosleep(&st, NULL);
-        }
-    }
+    int locked = lock_at_exit();
     if (!locked) return;
     for (stream_t *s = g_stream_list; s; s = s->gnext) atomic_store(&s->abort, 1);
     stop_all_workers_locked();
