@@ -510,10 +510,7 @@ CANNSIM_API int64_t cannsimLiveHandles(const char *kind) {
 }
 
 /* ====================================================================== load / exit */
-static void write_report(void) {
-    const char *path = getenv("CANN_SIM_REPORT");
-    if (!path || !*path) return;
-    /* do not hang at exit if another thread died holding the lock */
+int lock_at_exit(void) {
     int locked = 0;
     for (int i = 0; i < 200 && !locked; i++) {
         if (pthread_mutex_trylock(&g_mu) == 0) locked = 1;
@@ -522,6 +519,13 @@ static void write_report(void) {
             nanosleep(&st, NULL);
         }
     }
+    return locked;
+}
+
+static void write_report(void) {
+    const char *path = getenv("CANN_SIM_REPORT");
+    if (!path || !*path) return;
+    int locked = lock_at_exit();
     /* A device, FIFO or link at the path is written into, never replaced; a regular file is replaced
      * atomically from a temporary file created exclusively (mkstemp) beside it. */
     struct stat st;

@@ -22,6 +22,9 @@
 extern pthread_mutex_t g_mu;
 extern pthread_cond_t g_cv; /* monotonic clock; initialised at load */
 void init_cv(void);          /* (re)initialise g_cv, at load and in a forked child */
+/* At exit: take the lock, or give up after about 200 ms rather than hang if another thread died
+   holding it.  Returns whether it is held. */
+int lock_at_exit(void);
 
 /* The calling thread's pending message, moved to a buffer that stays valid until its next call, or
    NULL; the pending message is cleared (aclGetRecentErrMsg). */

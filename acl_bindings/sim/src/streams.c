@@ -353,14 +353,7 @@ static void fork_child(void) {
 /* At exit: stop every worker (a task still in its simulated delay is abandoned) and join it.  Gives
    up rather than hang if another thread holds the lock. */
 void streams_stop_at_exit(void) {
-    int locked = 0;
-    for (int i = 0; i < 200 && !locked; i++) {
-        if (pthread_mutex_trylock(&g_mu) == 0) locked = 1;
-        else {
-            struct timespec st = {0, 1000000};
-            nanosleep(&st, NULL);
-        }
-    }
+    int locked = lock_at_exit();
     if (!locked) return;
     for (stream_t *s = g_stream_list; s; s = s->gnext) atomic_store(&s->abort, 1);
     stop_all_workers_locked();
