@@ -241,6 +241,15 @@ out:
     return rc;
 }
 
+void opapi_ncdhw(const aclTensor *t, int channels_last, int64_t size[5], int64_t stride[5]) {
+    static const int perm_ndhwc[5] = {0, 4, 1, 2, 3};
+    for (int i = 0; i < 5; i++) {
+        int j = channels_last ? perm_ndhwc[i] : i;
+        size[i] = t->dims[j];
+        stride[i] = t->strides[j];
+    }
+}
+
 int opapi_check_live_locked(const char *func, const opapi_handle *h, int n) {
     for (int i = 0; i < n; i++) {
         if (!h[i].handle || cannsim_handle_live(h[i].is_array ? "int_array" : "tensor", h[i].handle)) continue;

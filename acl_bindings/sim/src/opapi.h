@@ -34,6 +34,10 @@ typedef struct {
     const aclTensor *t;
 } opapi_tensor;
 
+/* A 5-D tensor's logical N, C, D, H, W sizes and element strides: its view dims in that order, or, when
+   channels_last, read from the view dims [N, D, H, W, C] (NDHWC; cann-abi.md §5.1 step 3.4). */
+void opapi_ncdhw(const aclTensor *t, int channels_last, int64_t size[5], int64_t stride[5]);
+
 /* Every non-NULL handle, in argument order, is live (lock held).  Returns 0, or 161002 with a message
    naming the first that is not. */
 int opapi_check_live_locked(const char *func, const opapi_handle *h, int n);

@@ -26,15 +26,9 @@ typedef struct {
     int dtype;
 } op_data;
 
-/* Logical NCDHW sizes and element strides of a 5-D tensor (an NDHWC tensor's physical dims are
-   [N,D,H,W,C], §5.1 step 3.4). */
+/* Logical NCDHW sizes and element strides of a 5-D tensor, by its own format (§5.1 step 3.4). */
 static void ncdhw(const aclTensor *t, int64_t size[5], int64_t stride[5]) {
-    static const int perm_ndhwc[5] = {0, 4, 1, 2, 3};
-    for (int i = 0; i < 5; i++) {
-        int j = t->format == ACL_FORMAT_NDHWC ? perm_ndhwc[i] : i;
-        size[i] = t->dims[j];
-        stride[i] = t->strides[j];
-    }
+    opapi_ncdhw(t, t->format == ACL_FORMAT_NDHWC, size, stride);
 }
 
 static void fill_meta(const aclTensor *t, us3d_tensor_meta *m) {
