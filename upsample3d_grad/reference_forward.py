@@ -151,7 +151,7 @@ def torch_cpu_forward_index(in_size: int, out_size: int, scale: float | None = N
     ``f32(I) / f32(O)``.
     """
     with np.errstate(over="ignore", divide="ignore"):
-        r = _F32(1.0 / float(scale)) if _given(scale) else _F32(in_size) / _F32(out_size)
+        r = _F32(1.0 / scale) if scale is not None and _given(scale) else _F32(in_size) / _F32(out_size)
     a = np.arange(out_size, dtype=np.float64) + 0.5
     with np.errstate(over="ignore", invalid="ignore"):
         t = np.maximum((np.float64(r) * a - 0.5).astype(_F32), _F32(0))
