@@ -111,7 +111,7 @@ BAD_CASES = [
      "C (view dim 4) must be > 0"),
     ("outputSize element 0", GOOD[0], F, Format.NCDHW, (6, 8, 0), None, (2, 2, 6, 8, 0), F, INVALID,
      "outputSize: W (element 2) must be > 0"),
-    ("input sizes before output sizes", (2, 2, 3, 0, 5), F, Format.NCDHW, (0, 8, 10), None, GOOD[5], F, INVALID,
+    ("H = 0 beside an outputSize element 0", (2, 2, 3, 0, 5), F, Format.NCDHW, (0, 8, 10), None, GOOD[5], F, INVALID,
      "self: H (view dim 3) must be > 0"),
     ("3-D self", (2, 2, 3), F, Format.NCDHW, GOOD[3], None, GOOD[5], F, INVALID, "expected a 5-D tensor but got 3"),
     ("6-D self: elements pass, rank fails", (2, 2, 3, 4, 5, 6), F, Format.NCDHW, GOOD[3], None, GOOD[5], F, INVALID,

@@ -1,9 +1,9 @@
 /*
  * runtime.c - simulated CANN runtime (built as libascendcl.so, or libacl_rt.so for the variant
  * tree): the acl and aclrt functions for init/finalize, the recent-error message, devices,
- * contexts, streams and events, and the task launch the operator library uses.  The memory
- * functions are in rt_memory.c, the stream engine in streams.c, the simulator's accounting and
- * fault injection in sim_core.c.
+ * contexts, streams and events.  The memory functions are in rt_memory.c, the stream engine (and
+ * the task launch the operator library uses) in streams.c, the simulator's accounting, fault
+ * injection and configuration in sim_core.c.
  *
  * Prototypes, codes and enum values: /work/shared/cann-abi.md §1.1, §2, §3.  Where the notes do
  * not fix a behaviour, the simulator is stricter than hardware (unknown handles, host pointers
@@ -379,19 +379,10 @@ CANNSIM_API aclError aclrtGetDeviceCount(uint32_t *count) {
     return rc;
 }
 
-/* The SoC the simulator answers for: "CANN-Simulator" (an Atlas A2/A3 for the operator), or CANN_SIM_SOC's value
-   (read on every call), e.g. an Ascend950 name, so that the op takes CANN's Ascend950 branches (cann-abi.md §5). */
-CANNSIM_API const char *cannsim_soc_name(void) {
-    const char *v = getenv("CANN_SIM_SOC");
-    return v && *v ? v : "CANN-Simulator";
-}
-
 CANNSIM_API const char *aclrtGetSocName(void) {
     cannsim_enter("aclrtGetSocName");
     return cannsim_soc_name();
 }
-
-CANNSIM_API const char *cannsimVersion(void) { return CANNSIM_VERSION_TEXT; }
 
 CANNSIM_API aclError aclrtGetRunMode(int *runMode) {
     ENTER("aclrtGetRunMode");
@@ -644,39 +635,6 @@ CANNSIM_API aclError aclrtSynchronizeDevice(void) {
     }
     for (size_t i = 0; i < n; i++) stream_unpin(v[i]);
     free(v);
-out:
-    pthread_mutex_unlock(&g_mu);
-    return rc;
-}
-
-/* ====================================================================== task launching (for the op library) */
-CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_task_fn run, void (*destroy)(void *),
-                               void *arg, const cannsim_ref *refs, int nrefs) {
-    int rc = 0;
-    pthread_mutex_lock(&g_mu);
-    ctx_t *c = need_ctx(func, &rc);
-    if (!c) goto out;
-    stream_t *s = resolve_stream(func, stream, c, &rc);
-    if (!s) goto out;
-    task_ref tr[4];
-    int n = 0;
-    for (int i = 0; i < nrefs && n < 4; i++) {
-        if (!refs[i].p || !refs[i].n) continue;
-        uintptr_t p = (uintptr_t)refs[i].p;
-        if (!at_containing(&g_dmem, p) && !at_containing(&g_hmem, p)) {
-            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                              "%s: buffer %p was freed while the launch was being prepared", func, refs[i].p);
-            goto out;
-        }
-        tr[n++] = (task_ref){p, refs[i].n, refs[i].write};
-    }
-    if ((rc = cross_stream_race(func, s, tr, n))) goto out;
-    task_t *t = enqueue_locked(s, func, run, destroy, arg, tr, n, (int64_t)atomic_load(&g_delay_ms) * 1000000LL);
-    if (!t) {
-        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: out of host memory", func);
-        goto out;
-    }
-    start_locked(s, t->seq);
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;

@@ -2,7 +2,8 @@
  * sim_core.c - the simulator's own machinery in the runtime library (libascendcl.so, or
  * libacl_rt.so): the global lock, the thread's recent error message, the registry of exported
  * function names with their call counters and fault injection (CANN_SIM_FAULT), the handle
- * registries and allocation tables, live-handle accounting and the exit report.
+ * registries and allocation tables, live-handle accounting, the simulated SoC name and version,
+ * and the exit report.
  *
  * The operators' entry points come from their files' CANNSIM_REGISTER_OP lines, collected by
  * build.py, so that no operator is named in the runtime.
@@ -508,6 +509,16 @@ CANNSIM_API int64_t cannsimLiveHandles(const char *kind) {
     pthread_mutex_unlock(&g_mu);
     return v;
 }
+
+/* ====================================================================== configuration */
+/* The SoC the simulator answers for: "CANN-Simulator" (an Atlas A2/A3 for the operator), or CANN_SIM_SOC's value
+   (read on every call), e.g. an Ascend950 name, so that the op takes CANN's Ascend950 branches (cann-abi.md §5). */
+CANNSIM_API const char *cannsim_soc_name(void) {
+    const char *v = getenv("CANN_SIM_SOC");
+    return v && *v ? v : "CANN-Simulator";
+}
+
+CANNSIM_API const char *cannsimVersion(void) { return CANNSIM_VERSION_TEXT; }
 
 /* ====================================================================== load / exit */
 int lock_at_exit(void) {

@@ -2,8 +2,8 @@
  * streams.c - the simulated device's stream engine (part of libascendcl.so / libacl_rt.so): task
  * queues, one worker thread per stream that runs its tasks in order after the call that queued
  * them returned, the asynchronous / deferred / synchronous modes, simulated device time, the
- * detection of memory races between host calls or streams and queued work, and the fork and exit
- * handling of the workers.
+ * detection of memory races between host calls or streams and queued work, the fork and exit
+ * handling of the workers, and cannsim_launch, through which the operator library queues a kernel.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -360,6 +360,39 @@ void streams_stop_at_exit(void) {
     pthread_mutex_unlock(&g_mu);
 }
 
+
+/* ====================================================================== task launching (for the op library) */
+CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_task_fn run, void (*destroy)(void *),
+                               void *arg, const cannsim_ref *refs, int nrefs) {
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx(func, &rc);
+    if (!c) goto out;
+    stream_t *s = resolve_stream(func, stream, c, &rc);
+    if (!s) goto out;
+    task_ref tr[4];
+    int n = 0;
+    for (int i = 0; i < nrefs && n < 4; i++) {
+        if (!refs[i].p || !refs[i].n) continue;
+        uintptr_t p = (uintptr_t)refs[i].p;
+        if (!at_containing(&g_dmem, p) && !at_containing(&g_hmem, p)) {
+            rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                              "%s: buffer %p was freed while the launch was being prepared", func, refs[i].p);
+            goto out;
+        }
+        tr[n++] = (task_ref){p, refs[i].n, refs[i].write};
+    }
+    if ((rc = cross_stream_race(func, s, tr, n))) goto out;
+    task_t *t = enqueue_locked(s, func, run, destroy, arg, tr, n, (int64_t)atomic_load(&g_delay_ms) * 1000000LL);
+    if (!t) {
+        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: out of host memory", func);
+        goto out;
+    }
+    start_locked(s, t->seq);
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
 
 void streams_load(void) {
     int defer = env_flag("CANN_SIM_DEFER"), sync = env_flag("CANN_SIM_SYNC");
