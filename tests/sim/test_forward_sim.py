@@ -256,6 +256,7 @@ LAW_SHAPES = [
     ((3, 4, 5), (7, 9, 11), (0.0, 0.0, 0.0)),        # no tie
     ((5, 6, 7), (2, 3, 4), (0.0, 0.0, 0.0)),         # downsampling
     ((16, 3, 2), (17, 5, 4), (1.1, 5 / 3, 2.0)),     # a scale whose reciprocals differ per SoC (1.1)
+    ((100000, 1, 1), (100001, 1, 1), (1.0, 1.0, 1.0)),  # inside the scale band: the last output clamps to I - 1
 ]
 
 

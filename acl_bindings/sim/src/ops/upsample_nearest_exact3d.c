@@ -31,7 +31,7 @@
 CANNSIM_REGISTER_OP("aclnnUpsampleNearestExact3dGetWorkspaceSize", "aclnnUpsampleNearestExact3d")
 
 #define EPSILON 1e-5           /* the scale band's half width (facts §2.1 step 3.3) */
-#define INT64_LIMIT 9.2e18     /* below 2^63: a double under it converts to int64 */
+#define INT64_LIMIT 0x1p63     /* 2^63: a double below it converts to int64 */
 #define MIB ((uint64_t)1 << 20)
 #define ARR_COPY 8             /* outputSize values copied under the lock */
 
