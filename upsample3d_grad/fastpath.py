@@ -656,12 +656,16 @@ class PreparedCall:
                             self._ensure_workspace(size)
                         except BaseException:
                             # never run: destroy it (cann-abi.md §1.3)
-                            ex.value = None if not destroy_executor(ex) else ex.value
+                            handle, ex.value = ex.value, None  # (taken before the call: see release_cell)
+                            if destroy_executor(handle):
+                                ex.value = handle
                             left.salvage()
                             raise
-                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten in
-                    # the statement of the call
-                    ex.value, rc = None, phase2(self._ws_ptr if size else None, size_out, c_void_p(ex.value), stream)
+                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten
+                    # before the call (see release_cell)
+                    ws, executor = self._ws_ptr if size else None, c_void_p(ex.value)  # (no call between
+                    ex.value = None  # taking it and phase 2's)
+                    rc = phase2(ws, size_out, executor, stream)
                     if rc:
                         raise _status_error(rc, OP.phase2_name)
                     if sync:
@@ -673,17 +677,25 @@ class PreparedCall:
                         session._pending = True
                 done = True
             finally:
-                # reverse order of creation; every handle is destroyed, on error paths too; each cell is
-                # emptied in the statement of its successful destroy
+                # reverse order of creation; every handle is destroyed, on error paths too; each is taken
+                # out of its cell before its destroy and put back when refused (see release_cell)
                 r1 = r2 = r3 = r4 = 0
                 if cells[3]:
-                    cells[3] = None if not (r1 := destroy_array(cells[3])) else cells[3]
+                    handle, cells[3] = cells[3], None
+                    if r1 := destroy_array(handle):
+                        cells[3] = handle
                 if cells[2]:
-                    cells[2] = None if not (r2 := destroy_array(cells[2])) else cells[2]
+                    handle, cells[2] = cells[2], None
+                    if r2 := destroy_array(handle):
+                        cells[2] = handle
                 if cells[1]:
-                    cells[1] = None if not (r3 := destroy_tensor(cells[1])) else cells[1]
+                    handle, cells[1] = cells[1], None
+                    if r3 := destroy_tensor(handle):
+                        cells[1] = handle
                 if cells[0]:
-                    cells[0] = None if not (r4 := destroy_tensor(cells[0])) else cells[0]
+                    handle, cells[0] = cells[0], None
+                    if r4 := destroy_tensor(handle):
+                        cells[0] = handle
                 if r1 or r2 or r3 or r4:  # still live: kept, and destroyed again by close()
                     left.salvage()
                     if not done:
