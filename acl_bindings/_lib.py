@@ -13,6 +13,11 @@ is logged with its arguments and result on the ``acl_bindings`` logger.
 
 On failure the ``aclGetRecentErrMsg`` text is read once, immediately, on the
 failing thread, and stored in the exception.
+
+A closed handle object passed to a bound function raises :class:`ClosedError` (ctypes would
+report it as ``ctypes.ArgumentError``), and an interrupt is always a ``KeyboardInterrupt``.
+:meth:`Lib.unchecked` gives function objects without the Python ``errcheck``, for the calls
+whose result must be stored in the same statement (:mod:`._resource`).
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from enum import IntEnum
 from typing import Any, Callable
 
 from . import _config, _loader
+from ._resource import Resource
 from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
-from .errors import AclError, LibraryNotFoundError
+from .errors import AclError, ClosedError, LibraryNotFoundError
 from .prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
 
-__all__ = ["lib", "Lib", "LeanHandle", "lean_types", "MissingSymbolError", "recent_error_message", "show_arg"]
+__all__ = ["lib", "Lib", "LeanHandle", "lean_types", "MissingSymbolError", "recent_error_message", "show_arg",
+           "raise_for_status", "null_handle_error"]
 
 _log = logging.getLogger("acl_bindings")
 _NULL_HANDLE_CODE = 561103  # ACLNN_ERR_INNER_NULLPTR: a constructor gave NULL
@@ -50,16 +57,52 @@ def recent_error_message() -> str:
     return raw.decode("utf-8", "replace").strip() if raw else ""
 
 
+def raise_for_status(status: int, func: str) -> None:
+    """Raise the :class:`AclError` of a non-zero *status* returned by the C function *func* (a no-op for 0)."""
+    if status:
+        raise AclError.from_status(int(status), func, recent_error_message())
+
+
+def _argument_error(name: str, args: tuple[Any, ...], exc: ctypes.ArgumentError) -> BaseException:
+    """What a ``ctypes.ArgumentError`` from converting *args* really was."""
+    for arg in args:
+        if isinstance(arg, Resource) and arg.closed:
+            return ClosedError(f"{name}: this {arg._what} is closed")
+    if ": KeyboardInterrupt" in str(exc):  # an interrupt while ctypes ran an _as_parameter_ or from_param
+        return KeyboardInterrupt()
+    return exc
+
+
+def _guarded(fn: Any) -> Callable[..., Any]:
+    name = fn.__name__
+
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ctypes.ArgumentError as exc:
+            error = _argument_error(name, args, exc)
+            if error is exc:
+                raise
+            raise error from None
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:
     if result:
         raise AclError.from_status(result, func.__name__, recent_error_message())
     return result
 
 
+def null_handle_error(func: str) -> AclError:
+    """The error of a handle constructor *func* that returned NULL (code 561103)."""
+    return AclError.from_status(_NULL_HANDLE_CODE, func, recent_error_message() or f"{func} returned NULL")
+
+
 def _check_handle(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
     if not result:
-        detail = recent_error_message() or f"{func.__name__} returned NULL"
-        raise AclError.from_status(_NULL_HANDLE_CODE, func.__name__, detail)
+        raise null_handle_error(func.__name__)
     return result
 
 
@@ -118,6 +161,20 @@ def _logged(check: Callable[..., Any]) -> Callable[..., Any]:
     return errcheck
 
 
+def _logged_unchecked(restype: Any) -> Callable[..., Any]:
+    """The logging ``errcheck`` of an :meth:`Lib.unchecked` function (*restype*: the table's): it logs and
+    returns the result unchanged.  (Logging runs Python code between the call and the store of its result.)"""
+    def errcheck(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
+        if _log.isEnabledFor(logging.DEBUG):
+            types = list(getattr(func, "argtypes", None) or ())
+            shown = ", ".join(show_arg(a, types[k] if k < len(types) else None) for k, a in enumerate(args))
+            value = ctypes.cast(result, restype) if restype in _OPAQUE and result else result
+            _log.debug("%s(%s) -> %s", func.__name__, shown, show_arg(value))
+        return result
+
+    return errcheck
+
+
 def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
     """The ``errcheck`` used for a restype (see the module docstring); *log* adds call logging."""
     if restype is c_int_result:
@@ -153,6 +210,7 @@ class Lib:
     def __init__(self) -> None:
         self._extra: dict[str, Prototype] = {}
         self._bound: dict[str, Any] = {}
+        self._unchecked: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def declare(self, table: dict[str, Prototype]) -> None:
@@ -186,9 +244,32 @@ class Lib:
         fn.restype = restype
         fn.argtypes = list(argtypes)
         fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
+        guarded = _guarded(fn)
         with self._lock:
-            self._bound[name] = fn
-        return fn
+            self._bound[name] = guarded
+        return guarded
+
+    def unchecked(self, name: str) -> Any:
+        """A function object for *name* with the table's argtypes (handle pointers as ``c_void_p``) and
+        restype (a handle result as a Python int or None), **without errcheck**: the caller checks the
+        result (:func:`raise_for_status`).  For calls whose result must be stored in the same statement
+        as the call (see :mod:`._resource`)."""
+        fn = self._unchecked.get(name)
+        if fn is not None:
+            return fn
+        proto = self._prototype(name)
+        if proto is None or self._raw(name) is None:
+            raise MissingSymbolError(f"{name} is not exported by the loaded libraries")
+        restype, argtypes = lean_types(proto)
+        fn = self._dll_of(name)[name]  # a new function object: the bound one keeps its errcheck
+        fn.restype = c_void_p if restype is LeanHandle else restype
+        fn.argtypes = list(argtypes)
+        if _config.log_calls():  # ACL_BINDINGS_LOG_CALLS, read at bind time as for the bound functions
+            fn.errcheck = _logged_unchecked(proto[1])
+        guarded = _guarded(fn)  # (its Python lines all run before the C call: the result is stored in time)
+        with self._lock:
+            self._unchecked[name] = guarded
+        return guarded
 
     def lean(self, name: str, release_gil: bool = True) -> Any:
         """A fresh function object for *name* for hot loops: restype from the prototype table (see

@@ -7,13 +7,14 @@ aclrtMemcpyAsync, aclrtMemset, aclrtMemsetAsync.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from ctypes import byref, c_void_p
 from typing import Any
 
 import numpy as np
 
-from ._lib import lib
-from ._resource import Resource, in_use
+from ._lib import lib, raise_for_status
+from ._resource import ClosedParameter, Resource, in_use, release_cell
 from ._types import index_arg, int32_arg
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device, Stream
@@ -43,9 +44,9 @@ def _check_nbytes(nbytes: object) -> None:
         raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
 
 
-def _free(ptr: int, device: Device) -> None:
+def _free(cell: c_void_p, device: Device) -> None:
     with device.active():
-        lib.aclrtFree(ptr)
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtFree")), "aclrtFree")
 
 
 class DeviceBuffer(Resource):
@@ -67,17 +68,18 @@ class DeviceBuffer(Resource):
         _check_nbytes(nbytes)
         self.device = device
         self.nbytes = int(nbytes)
-        ptr = c_void_p()
-        with device.active():
-            lib.aclrtMalloc(byref(ptr), self.nbytes, int(policy))
-        self.ptr: int = int(ptr.value or 0)
         # collected without close(): wait for queued work that may still use it, then free
-        self._own(_free, self.ptr, device, before=device.synchronize)
+        cell = self._arm(_free, device, before=device.synchronize)
+        try:
+            with device.active():
+                lib.aclrtMalloc(byref(cell), self.nbytes, int(policy))  # owned from the moment it returns
+            self.ptr: int = int(cell.value or 0)
+            self._as_parameter_ = c_void_p(self.ptr)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
-    @property
-    def _as_parameter_(self) -> c_void_p:
-        self._check_open()
-        return c_void_p(self.ptr)
+    _as_parameter_ = ClosedParameter()
 
     def _range(self, offset: object, nbytes: object, what: str) -> tuple[int, int]:
         """``(offset, nbytes)`` as ints, checked to lie inside this buffer."""
@@ -148,15 +150,16 @@ class DeviceBuffer(Resource):
         return f"<DeviceBuffer {self.nbytes} bytes {state} on device {self.device.id}>"
 
 
-def _free_host(ptr: int, device: Device) -> None:
+def _free_host(cell: c_void_p, device: Device) -> None:
     with device.active():
-        lib.aclrtFreeHost(ptr)
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtFreeHost")), "aclrtFreeHost")
 
 
 class HostBuffer(Resource):
     """*nbytes* of pinned host memory.  :meth:`array` views it as numpy.
 
-    Views must not be used after ``close()``.
+    A view keeps the buffer alive (the memory is freed with the last view, when the buffer
+    itself is dropped), and ``close()`` raises :class:`BufferError` while views of it exist.
     """
 
     _what = "host buffer"
@@ -165,17 +168,31 @@ class HostBuffer(Resource):
         _check_nbytes(nbytes)
         self.device = device
         self.nbytes = int(nbytes)
-        ptr = c_void_p()
-        with device.active():
-            lib.aclrtMallocHost(byref(ptr), self.nbytes)
-        self.ptr: int = int(ptr.value or 0)
-        self._own(_free_host, self.ptr, device, before=device.synchronize)
+        self._views: list[weakref.ref] = []  # the ctypes arrays the numpy views are made from
+        cell = self._arm(_free_host, device, before=device.synchronize)
+        try:
+            with device.active():
+                lib.aclrtMallocHost(byref(cell), self.nbytes)  # owned from the moment it returns
+            self.ptr: int = int(cell.value or 0)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     @in_use
     def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
-        """A numpy view of the buffer (no copy)."""
+        """A numpy view of the buffer (no copy); it keeps this buffer alive."""
         self._check_open()
         dt = np.dtype(dtype)
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
+        raw._owner = self  # type: ignore[attr-defined]  # every view's base chain ends here
+        self._views = [ref for ref in self._views if ref() is not None] + [weakref.ref(raw)]
         flat = np.frombuffer(memoryview(raw), dtype=dt, count=self.nbytes // dt.itemsize)
         return flat if shape is None else flat[: int(np.prod(shape))].reshape(shape)
+
+    def close(self) -> None:
+        """Free the memory now; :class:`BufferError` while numpy views of it exist (delete them first)."""
+        live = sum(1 for ref in getattr(self, "_views", ()) if ref() is not None)
+        if live:
+            raise BufferError(f"host buffer: {live} numpy view(s) of it still exist; using one after close() would "
+                              "read freed memory, so delete them before close()")
+        super().close()

@@ -9,13 +9,14 @@ Wraps: aclCreateTensor, aclDestroyTensor, aclCreateIntArray, aclDestroyIntArray.
 
 from __future__ import annotations
 
-from ctypes import c_int64
+from ctypes import c_int64, c_void_p, cast
 from typing import Any, Sequence
 
 import numpy as np
 
-from ._lib import lib
-from ._resource import Resource
+from ._lib import lib, null_handle_error, raise_for_status
+from ._resource import ClosedParameter, Resource, release_cell
+from ._types import aclIntArray_p, aclTensor_p
 from .enums import DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
 
@@ -61,8 +62,8 @@ def _int64_array(values: Sequence[int], what: str) -> Any:
     return (c_int64 * len(ints))(*ints)
 
 
-def _destroy_tensor(handle: Any) -> None:
-    lib.aclDestroyTensor(handle)
+def _destroy_tensor(cell: c_void_p) -> None:
+    raise_for_status(release_cell(cell, lib.unchecked("aclDestroyTensor")), "aclDestroyTensor")
 
 
 class Tensor(Resource):
@@ -117,14 +118,21 @@ class Tensor(Resource):
         dims = _int64_array(self.shape, "shape")
         st = _int64_array(self.strides, "strides")
         storage = _int64_array(self.storage_dims, "storage_dims")
-        self.handle = lib.aclCreateTensor(dims, len(self.shape), int(self.acl_dtype), st, self.offset,
-                                          int(self.format), storage, len(self.storage_dims), self.address or None)
-        self._own(_destroy_tensor, self.handle)
+        create = lib.unchecked("aclCreateTensor")
+        cell = self._arm(_destroy_tensor)
+        try:
+            # stored in the statement of the call: owned from the moment it returns
+            cell.value = create(dims, len(self.shape), int(self.acl_dtype), st, self.offset, int(self.format), storage,
+                                len(self.storage_dims), self.address or None)
+            if not cell.value:
+                raise null_handle_error("aclCreateTensor")
+            self.handle = cast(cell, aclTensor_p)
+            self._as_parameter_ = self.handle
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
-    @property
-    def _as_parameter_(self) -> Any:
-        self._check_open()
-        return self.handle
+    _as_parameter_ = ClosedParameter()
 
     @property
     def dtype(self) -> np.dtype:
@@ -136,8 +144,8 @@ class Tensor(Resource):
                 f"offset={self.offset} format={self.format.name}{' closed' if self.closed else ''}>")
 
 
-def _destroy_int_array(handle: Any) -> None:
-    lib.aclDestroyIntArray(handle)
+def _destroy_int_array(cell: c_void_p) -> None:
+    raise_for_status(release_cell(cell, lib.unchecked("aclDestroyIntArray")), "aclDestroyIntArray")
 
 
 class IntArray(Resource):
@@ -148,13 +156,19 @@ class IntArray(Resource):
     def __init__(self, values: Sequence[int]) -> None:
         arr = _int64_array(list(values), "values")
         self.values = tuple(arr)
-        self.handle = lib.aclCreateIntArray(arr, len(self.values))
-        self._own(_destroy_int_array, self.handle)
+        create = lib.unchecked("aclCreateIntArray")
+        cell = self._arm(_destroy_int_array)
+        try:
+            cell.value = create(arr, len(self.values))  # stored in the statement of the call: owned once it returns
+            if not cell.value:
+                raise null_handle_error("aclCreateIntArray")
+            self.handle = cast(cell, aclIntArray_p)
+            self._as_parameter_ = self.handle
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
-    @property
-    def _as_parameter_(self) -> Any:
-        self._check_open()
-        return self.handle
+    _as_parameter_ = ClosedParameter()
 
     def __len__(self) -> int:
         return len(self.values)

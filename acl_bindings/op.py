@@ -18,11 +18,12 @@ aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
 
 from __future__ import annotations
 
-from ctypes import byref, c_uint64, c_void_p
+from contextlib import nullcontext
+from ctypes import POINTER, byref, c_uint64, c_void_p, cast, pointer
 from typing import Any
 
-from ._lib import lib
-from ._resource import Resource, releases_allowed
+from ._lib import lib, raise_for_status
+from ._resource import ClosedParameter, Resource, release_cell, releases_allowed
 from ._types import aclOpExecutor_p
 from .memory import DeviceBuffer
 from .meta import Tensor
@@ -32,8 +33,8 @@ from .runtime import Device, Stream
 __all__ = ["TwoPhaseOp", "Executor", "Workspace"]
 
 
-def _destroy_executor(handle: Any) -> None:
-    lib.aclDestroyAclOpExecutor(handle)
+def _destroy_executor(cell: c_void_p) -> None:
+    raise_for_status(release_cell(cell, lib.unchecked("aclDestroyAclOpExecutor")), "aclDestroyAclOpExecutor")
 
 
 class Executor(Resource):
@@ -45,18 +46,28 @@ class Executor(Resource):
 
     _what = "executor"
 
-    def __init__(self, handle: Any, workspace_size: int, keep: tuple[Any, ...] = ()) -> None:
-        self.handle = handle
+    def __init__(self, handle: Any = None, workspace_size: int = 0, keep: tuple[Any, ...] = ()) -> None:
         self.workspace_size = int(workspace_size)
         self.repeatable = False
         self.runs = 0
         self._keep = keep  # tensors and arrays the executor refers to stay alive with it
-        self._own(_destroy_executor, handle)
+        cell = self._arm(_destroy_executor)
+        #: where phase 1 writes the executor (``aclOpExecutor **``): owned from the moment it returns
+        self.out = cast(pointer(cell), POINTER(aclOpExecutor_p))
+        self.handle: Any = cast(cell, aclOpExecutor_p)
+        if handle:
+            cell.value = cast(handle, c_void_p).value
+        self._adopted()
 
-    @property
-    def _as_parameter_(self) -> Any:
-        self._check_open()
-        return self.handle
+    def _adopted(self) -> None:
+        """The cell now holds the executor (or nothing): refresh the handle and the parameter."""
+        cell = self._cell
+        assert cell is not None
+        self.handle = cast(cell, aclOpExecutor_p)
+        if cell.value:
+            self._as_parameter_ = self.handle
+
+    _as_parameter_ = ClosedParameter()
 
     def make_repeatable(self) -> None:
         """Allow repeated phase-2 runs.  Wraps: aclSetAclOpExecutorRepeatable."""
@@ -78,9 +89,9 @@ class Executor(Resource):
 
     def _consumed(self) -> None:
         """Phase 2 freed the executor: forget the handle without destroying it."""
-        fin = self._fin
-        if fin is not None:
-            fin.detach()
+        if self._cell is not None:
+            self._cell.value = None
+        self.close()
         self._keep = ()
 
 
@@ -145,29 +156,37 @@ class TwoPhaseOp:
     def get_workspace_size(self, *args: Any, keep: tuple[Any, ...] = ()) -> tuple[int, Executor]:
         """Phase 1: returns ``(workspace_size, executor)``.  Raises on a non-zero status."""
         size = c_uint64()
-        handle = aclOpExecutor_p()
-        getattr(lib, self.phase1_name)(*args, byref(size), byref(handle))
-        if not handle:
+        executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
+        try:
+            getattr(lib, self.phase1_name)(*args, byref(size), executor.out)
+            executor._adopted()
+        except BaseException:
+            executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)
+            raise
+        if executor.closed:
             return int(size.value), _NullExecutor(int(size.value))
-        return int(size.value), Executor(handle, int(size.value), keep)
+        executor.workspace_size = int(size.value)
+        return int(size.value), executor
 
     def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream) -> None:
         """Phase 2 on *stream*.  A single-use executor is consumed, whether or not it succeeds."""
         if isinstance(executor, _NullExecutor):
             return
         executor._check_open()
-        fn = getattr(lib, self.phase2_name)
+        fn = lib.unchecked(self.phase2_name)
+        address = c_void_p(workspace) if workspace else None
+        cell = executor._cell
+        assert cell is not None
         device = getattr(stream, "device", None)  # (a raw call may pass no Stream: the library answers)
-        try:
-            if device is None:
-                fn(c_void_p(workspace) if workspace else None, workspace_size, executor.handle, stream)
-            else:
-                with device.active():
-                    fn(c_void_p(workspace) if workspace else None, workspace_size, executor.handle, stream)
-        finally:
-            executor.runs += 1
-            if not executor.repeatable:
+        with device.active() if device is not None else nullcontext():
+            if executor.repeatable:
+                rc = fn(address, workspace_size, cell, stream)
+            else:  # consumed whether or not it succeeds: forgotten before the call (see release_cell)
+                handle, cell.value = cell.value, None
+                rc = fn(address, workspace_size, handle, stream)
                 executor._consumed()
+        executor.runs += 1
+        raise_for_status(rc, self.phase2_name)
 
     def __call__(self, *args: Any, stream: Stream, workspace: Workspace, keep: tuple[Any, ...] = ()) -> int:
         """One-shot call: phase 1, reserve the workspace, phase 2 on *stream*.  Returns the workspace size."""

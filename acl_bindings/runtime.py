@@ -33,8 +33,8 @@ from ctypes import byref, c_float, c_int32, c_size_t, c_uint32, c_void_p
 from typing import Any
 
 from . import _codes
-from ._lib import lib, recent_error_message
-from ._resource import STATE, Resource, in_use
+from ._lib import lib, raise_for_status, recent_error_message
+from ._resource import STATE, ClosedParameter, Resource, in_use, release_cell
 from ._types import int32_arg
 from .enums import MemAttr
 from .errors import AclError, ProcessForkedError
@@ -267,8 +267,13 @@ def acl_version() -> tuple[int, int, int] | None:
     return (parts[0].value, parts[1].value, parts[2].value)
 
 
-def _reset_device(device_id: int) -> None:
-    lib.aclrtResetDevice(device_id)  # the default context stays (and stays current) while others hold it
+def _reset_device(cell: c_void_p, device_id: int) -> None:
+    # the default context stays (and stays current) while others hold it
+    raise_for_status(release_cell(cell, _reset_of, device_id), "aclrtResetDevice")
+
+
+def _reset_of(_set: int, device_id: int) -> int:
+    return int(lib.unchecked("aclrtResetDevice")(device_id))
 
 
 class Device(Resource):
@@ -294,15 +299,22 @@ class Device(Resource):
         ensure_initialized()
         self.id = device_id
         prev = current_context()
-        lib.aclrtSetDevice(device_id)
-        self._own(_reset_device, device_id)
+        cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
         try:
-            ctx = c_void_p()
-            lib.aclrtGetCurrentContext(byref(ctx))
-            self.context: int = int(ctx.value or 0)
-        finally:
-            if prev and prev != getattr(self, "context", 0):
-                _set_current(prev)  # aclrtSetDevice made this device's context current
+            cell.value = 1  # owned before the call (a Ctrl-C arrives as it returns; see release_cell)
+            if rc := lib.unchecked("aclrtSetDevice")(device_id):
+                cell.value = None
+            raise_for_status(rc, "aclrtSetDevice")
+            try:
+                ctx = c_void_p()
+                lib.aclrtGetCurrentContext(byref(ctx))
+                self.context: int = int(ctx.value or 0)
+            finally:
+                if prev and prev != getattr(self, "context", 0):
+                    _set_current(prev)  # aclrtSetDevice made this device's context current
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     def active(self) -> _Guard:
         """The device guard: ``with device.active():`` runs its body with this device's context
@@ -359,9 +371,9 @@ class Device(Resource):
         return f"<Device {self.id} backend={kind} {state}>"
 
 
-def _destroy_stream(handle: int, device: Device) -> None:
+def _destroy_stream(cell: c_void_p, device: Device) -> None:
     with device.active():
-        lib.aclrtDestroyStream(handle)
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyStream")), "aclrtDestroyStream")
 
 
 class Stream(Resource):
@@ -371,16 +383,17 @@ class Stream(Resource):
 
     def __init__(self, device: Device) -> None:
         self.device = device
-        handle = c_void_p()
-        with device.active():
-            lib.aclrtCreateStream(byref(handle))
-        self.handle: int = int(handle.value or 0)
-        self._own(_destroy_stream, self.handle, device)
+        cell = self._arm(_destroy_stream, device)
+        try:
+            with device.active():
+                lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
+            self.handle: int = int(cell.value or 0)
+            self._as_parameter_ = c_void_p(self.handle)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
-    @property
-    def _as_parameter_(self) -> c_void_p:
-        self._check_open()
-        return c_void_p(self.handle)
+    _as_parameter_ = ClosedParameter()
 
     @in_use
     def synchronize(self, timeout_ms: int | None = None) -> None:
@@ -401,9 +414,9 @@ class Stream(Resource):
         return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"
 
 
-def _destroy_event(handle: int, device: Device) -> None:
+def _destroy_event(cell: c_void_p, device: Device) -> None:
     with device.active():
-        lib.aclrtDestroyEvent(handle)
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyEvent")), "aclrtDestroyEvent")
 
 
 class Event(Resource):
@@ -415,11 +428,14 @@ class Event(Resource):
 
     def __init__(self, device: Device) -> None:
         self.device = device
-        handle = c_void_p()
-        with device.active():
-            lib.aclrtCreateEvent(byref(handle))
-        self.handle: int = int(handle.value or 0)
-        self._own(_destroy_event, self.handle, device)
+        cell = self._arm(_destroy_event, device)
+        try:
+            with device.active():
+                lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
+            self.handle: int = int(cell.value or 0)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
 
     @in_use
     def record(self, stream: Stream) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import atexit
 import numbers
 import threading
-from typing import Any, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -26,28 +27,69 @@ __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "d
 
 _lock = threading.Lock()
 _default: Optional[Session] = None
+_in_flight: dict[Session, int] = {}  # module-level calls running on each session
+_at_exit: list[bool] = []  # whether close_default_session is registered with atexit
+
+
+def _current() -> Session:
+    """The default session, created when there is none (the caller holds ``_lock``)."""
+    global _default
+    if _default is None or _default.closed:
+        _default = Session(default_device())
+        if not _at_exit:
+            atexit.register(close_default_session)
+            _at_exit.append(True)
+    return _default
 
 
 def default_session() -> Session:
     """The process-wide session used by the module-level functions (created on first use)."""
-    global _default
     with _lock:
-        if _default is None or _default.closed:
-            _default = Session(default_device())
-            atexit.register(close_default_session)
-        return _default
+        return _current()
 
 
 def close_default_session() -> None:
-    """Close the default session, if any (runs at exit)."""
+    """Close the default session, if any (runs at exit).
+
+    Safe while other threads call the module-level functions: later calls get a fresh
+    default session, and calls already running on the old one finish on it (the last of
+    them closes it).  A caller that kept :func:`default_session`'s result and uses it
+    directly sees it closed (:class:`acl_bindings.ClosedError`) once no module-level call
+    is running on it.
+    """
     global _default
     with _lock:
         session, _default = _default, None
-    if session is not None:
-        try:
-            session.close()
-        except Exception:  # at exit nothing useful can be done; never print
-            pass
+        busy = session is not None and _in_flight.get(session, 0) > 0
+    if session is not None and not busy:
+        _quiet_close(session)
+
+
+def _quiet_close(session: Session) -> None:
+    try:
+        session.close()
+    except Exception:  # at exit nothing useful can be done; never print
+        pass
+
+
+@contextmanager
+def _on_default_session() -> Iterator[Session]:
+    """The default session, kept open for the duration of one module-level call."""
+    with _lock:
+        session = _current()
+        _in_flight[session] = _in_flight.get(session, 0) + 1
+    try:
+        yield session
+    finally:
+        with _lock:
+            left = _in_flight[session] - 1
+            if left:
+                _in_flight[session] = left
+            else:
+                del _in_flight[session]
+            retired = not left and session is not _default
+        if retired:  # close_default_session() ran meanwhile: the last call on it closes it
+            _quiet_close(session)
 
 
 def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
@@ -65,8 +107,9 @@ def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[in
     >>> upsample_nearest_exact3d_backward(g, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist()
     [36.0, 100.0, 164.0, 228.0]
     """
-    result = default_session().backward(grad_output, output_size, input_size, scales_d, scales_h,
-                                        scales_w, layout=layout, out=out, strict=strict)
+    with _on_default_session() as session:
+        result = session.backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w,
+                                  layout=layout, out=out, strict=strict)
     assert out is None or result is out
     return result
 

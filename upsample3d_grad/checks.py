@@ -37,7 +37,8 @@ from acl_bindings.enums import dtype_name
 
 __all__ = [
     "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
-    "normalize_scales", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES",
+    "normalize_scales", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES", "overlap_problem",
+    "check_output_memory",
 ]
 
 PHASE1 = "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"
@@ -257,6 +258,49 @@ def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: lis
                 raise _fail("outputSize", f"must equal floor(inputSize*scale) when scales are given: "
                                           f"{'DHW'[k]}: floor({in_sz[2 + k]}*{scales[k]!r}) = {want}, "
                                           f"got {out_sz[k]} (strict=False lets CANN decide)")
+
+
+_EXACT_OVERLAP_LIMIT = 1 << 22  # elements: above this, a layout the quick rule cannot clear is refused
+
+
+def overlap_problem(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> Optional[str]:
+    """Why two elements of an array with these byte *strides* share memory, or None when none do.
+
+    A zero stride over a dim of size > 1 always overlaps.  Otherwise the dims sorted by stride must
+    each step past everything the smaller ones span; a layout that fails that quick rule is checked
+    element by element (up to 2**22 elements; larger ones are refused as not provably disjoint).
+    """
+    if any(n == 0 for n in shape):
+        return None
+    for k, (n, s) in enumerate(zip(shape, strides)):
+        if n > 1 and s == 0:
+            return f"stride 0 in dim {k} (size {n}) makes its elements overlap (strides {tuple(strides)})"
+    extent = itemsize
+    for s, n in sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1):
+        if s < extent:
+            break
+        extent += (n - 1) * s
+    else:
+        return None
+    size = math.prod(shape)
+    if size > _EXACT_OVERLAP_LIMIT:
+        return (f"strides {tuple(strides)} with shape {list(shape)} may make elements overlap (a stride is smaller "
+                "than the span of the dims below it)")
+    offsets = np.zeros(1, np.int64)
+    for n, s in zip(shape, strides):
+        offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * s).ravel()
+    offsets.sort()
+    if offsets.size > 1 and int(np.diff(offsets).min()) < itemsize:
+        return f"strides {tuple(strides)} with shape {list(shape)} make elements overlap"
+    return None
+
+
+def check_output_memory(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
+                        param: str = "gradInput") -> None:
+    """161002 when elements of the output *param* (byte *strides*) share memory: the result would be wrong."""
+    problem = overlap_problem(shape, strides, itemsize)
+    if problem is not None:
+        raise _fail(param, f"{problem}; an output needs separate memory for every element")
 
 
 def _layout_name(fmt: int) -> str:

@@ -43,6 +43,8 @@ synchronises before reading.
 from __future__ import annotations
 
 import ctypes
+import logging
+import weakref
 from collections import OrderedDict
 from ctypes import byref, c_double, c_int64, c_size_t, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PreparedCall", "cached_check_params", "conforms"]
 
+_log = logging.getLogger("upsample3d_grad")
 _NULL_HANDLE = 561103  # ACLNN_ERR_INNER_NULLPTR (cann-abi.md §3.5): a constructor returned NULL
 
 # ---------------------------------------------------------------------------------------------
@@ -215,6 +218,55 @@ class _TensorArgs:
                      self.nstorage, self.address)
 
 
+class _Leftovers:
+    """The per-call handles of the lean one-shot path, in cells the finalizer net can read.
+
+    ``cells`` hold the call's two aclTensors and two aclIntArrays while it runs, ``ex`` the executor
+    phase 1 wrote; ``refused`` the handles whose destroy the library refused (or that an interrupted
+    call left behind), as ``(destroy function name, handle)``.
+    """
+
+    __slots__ = ("cells", "ex", "refused")
+
+    _NAMES = ("aclDestroyTensor", "aclDestroyTensor", "aclDestroyIntArray", "aclDestroyIntArray")
+
+    def __init__(self) -> None:
+        self.cells: list[Any] = [None, None, None, None]
+        self.ex = c_void_p()
+        self.refused: list[tuple[str, Any]] = []
+
+    def salvage(self) -> None:
+        """Move whatever the cells still hold to ``refused`` (each in one statement: never lost, never twice)."""
+        for k, name in enumerate(self._NAMES):
+            if self.cells[k]:
+                self.refused, self.cells[k] = [*self.refused, (name, self.cells[k])], None
+        if self.ex:
+            self.refused, self.ex.value = [*self.refused, ("aclDestroyAclOpExecutor", c_void_p(self.ex.value))], None
+
+    def destroy(self, fns: Any) -> None:
+        """Destroy every handle in ``refused`` (and the cells); keep those refused again, raise the first error."""
+        self.salvage()
+        first, name = 0, ""
+        for entry in list(self.refused):
+            self.refused = [e for e in self.refused if e is not entry] if not (
+                rc := getattr(fns, entry[0])(entry[1])) else self.refused
+            if rc and not first:
+                first, name = rc, entry[0]
+        if first:
+            raise _status_error(first, name)
+
+
+def _release_leftovers(fns: _Fns, left: _Leftovers, device: Any) -> None:
+    """The finalizer net of a prepared call's per-call handles (errors are logged, never raised)."""
+    if not (left.refused or left.ex or any(left.cells)) or not releases_allowed():
+        return
+    try:
+        with device.active():
+            left.destroy(fns)
+    except Exception as exc:
+        _log.debug("release of a prepared call's handles by finalizer failed: %s", exc)
+
+
 class PreparedCall:
     """One call shape of the operator on device arrays, prepared once (see the module docstring).
 
@@ -268,7 +320,9 @@ class PreparedCall:
         self._ws: Optional[DeviceBuffer] = None
         self._ws_ptr: Optional[c_void_p] = None
         self._ws_cap = 0
-        self._refused: list[tuple[str, Any]] = []  # handles whose destroy the library refused
+        self._left = _Leftovers()  # per-call handles not destroyed yet (refused, or a call interrupted)
+        self._stale: list[Any] = []  # objects of a failed plan retry whose release was refused
+        self._released = True  # nothing owned yet
         self.session = session
         self.sync = bool(sync)
         self.calls = 0
@@ -292,6 +346,8 @@ class PreparedCall:
                 raise checks.AclnnParamError(161002, checks.PHASE1,
                                              "gradOut and gradInput share one device buffer; they must not overlap")
             checks.check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec(), strict=strict)
+            checks.check_output_memory(out.shape, tuple(st * out.dtype.itemsize for st in out.strides),
+                                       out.dtype.itemsize)
             sd, sh, sw = checks.normalize_scales(sd, sh, sw)
             self.output_size = tuple(int(v) for v in output_size)
             self.input_size = tuple(int(v) for v in input_size)
@@ -309,14 +365,23 @@ class PreparedCall:
             self._size_out = c_uint64()
             self._ex_out = c_void_p()
             self._size_ref, self._ex_ref = byref(self._size_out), byref(self._ex_out)
+            self._left.ex = self._ex_out
+            # the garbage collector's net for the per-call handles (never self: see _Leftovers)
+            fin = weakref.finalize(self, _release_leftovers, self._fns, self._left, session.device)
+            fin.atexit = False
+            self._released = False
+            session._register_prepared(self)  # from here on, session.close() releases what this call owns
             try:
                 with self._device.active():
                     self._prepare(bool(plan))
             except BaseException:
-                self._release()
+                self._closed = True
+                try:
+                    self._release()
+                except Exception:
+                    pass  # the first error is the one to report; close() retries what is left
                 raise
             self._closed = False
-            session._register_prepared(self)
 
     # ------------------------------------------------------------------ preparation
     def _check_array(self, arr: DeviceArray, param: str) -> None:
@@ -327,14 +392,15 @@ class PreparedCall:
     def _prepare(self, plan: bool) -> None:
         """Phase 1 once: learn the workspace size; keep a repeatable executor when *plan*."""
         go, gi = self._go, self._gi
-        # a plan's own storage description, as the Session's plans (upsample3d_grad.plans: the op cache)
+        # a plan's own storage description, as the Session's plans (upsample3d_grad.plans: the op cache);
+        # one at a time: when a later one fails, the earlier ones are already ours to close (and retry)
         storage = plan_storage if plan else tuple
-        self._tensors = (
-            Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                   storage_dims=storage(go.tensor.storage_dims), address=go.buffer.ptr),
-            Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                   storage_dims=storage(gi.tensor.storage_dims), address=gi.buffer.ptr))
-        self._arrays = (IntArray(self.output_size), IntArray(self.input_size))
+        self._tensors = (Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                                storage_dims=storage(go.tensor.storage_dims), address=go.buffer.ptr),)
+        self._tensors += (Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                                 storage_dims=storage(gi.tensor.storage_dims), address=gi.buffer.ptr),)
+        self._arrays = (IntArray(self.output_size),)
+        self._arrays += (IntArray(self.input_size),)
         # the executor keeps the tensors and arrays it refers to alive (if the call is dropped unclosed)
         size, executor = OP.get_workspace_size(self._tensors[0], *self._arrays, *self.scales, self._tensors[1],
                                                keep=(*self._tensors, *self._arrays))
@@ -380,25 +446,27 @@ class PreparedCall:
         made: list[Any] = []
         try:
             with self._device.active():
-                tensors = (
-                    Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
-                           storage_dims=plan_storage(go.tensor.storage_dims), address=go.buffer.ptr),
-                    Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
-                           storage_dims=plan_storage(gi.tensor.storage_dims), address=gi.buffer.ptr))
-                made += tensors
-                arrays = (IntArray(self.output_size), IntArray(self.input_size))
-                made += arrays
+                # one at a time: when a later one fails, the earlier ones are in *made* to close (and retry)
+                made.append(Tensor(go.shape, go.dtype, strides=go.strides, offset=go.offset, format=go.tensor.format,
+                                   storage_dims=plan_storage(go.tensor.storage_dims), address=go.buffer.ptr))
+                made.append(Tensor(gi.shape, gi.dtype, strides=gi.strides, offset=gi.offset, format=gi.tensor.format,
+                                   storage_dims=plan_storage(gi.tensor.storage_dims), address=gi.buffer.ptr))
+                tensors = (made[0], made[1])
+                made.append(IntArray(self.output_size))
+                made.append(IntArray(self.input_size))
+                arrays = (made[2], made[3])
                 size, executor = OP.get_workspace_size(tensors[0], *arrays, *self.scales, tensors[1],
                                                        keep=(*tensors, *arrays))
                 made.insert(0, executor)  # destroyed first
                 executor.make_repeatable()
                 self._ensure_workspace(size)
         except BaseException as exc:
-            for obj in made:  # a release refused here stays owned by its object
+            for obj in made:
                 try:
                     obj.close()
                 except Exception:
                     pass
+            self._stale += [obj for obj in made if not obj.closed]  # refused: close() retries them
             if not isinstance(exc, AclError):
                 raise
             self.fallback = str(exc)
@@ -450,9 +518,7 @@ class PreparedCall:
             Other device arrays of the same shape, dtype, layout, strides and offset to use
             from now on (the executor is pointed at their addresses); None keeps the current ones.
         """
-        lock = self._lock
-        lock.acquire()  # (cheaper than a with statement)
-        try:
+        with self._lock:  # (a with statement: a real Ctrl-C cannot fall between acquiring and the try)
             if self._closed or self.session._closed:
                 raise ClosedError("this PreparedCall is closed" if self._closed else "this Session is closed")
             if grad_output is not None and grad_output is not self._go:
@@ -472,8 +538,6 @@ class PreparedCall:
                 if not self._retry_left:
                     self._retry_plan()
             return self._gi
-        finally:
-            lock.release()
 
     def _check_arrays_open(self) -> None:
         self._go._check_open()
@@ -552,6 +616,7 @@ class PreparedCall:
         f = self._fns
         create_tensor, create_array = f.aclCreateTensor, f.aclCreateIntArray
         destroy_tensor, destroy_array = f.aclDestroyTensor, f.aclDestroyIntArray
+        destroy_executor = f.aclDestroyAclOpExecutor
         phase1, phase2, synchronize = f.phase1, f.phase2, f.aclrtSynchronizeStream
         go_args, gi_args = self._go_args, self._gi_args  # their .args change when arrays are rebound
         osz, n_osz, isz, n_isz = self._osz, self._n_osz, self._isz, self._n_isz
@@ -560,23 +625,28 @@ class PreparedCall:
         stream = self._stream
         sync, session = self.sync, self.session
 
+        left = self._left
+        cells = left.cells  # aclTensor gradOut, aclTensor gradInput, aclIntArray outputSize, aclIntArray inputSize
+
         def run() -> None:
-            a_in = a_out = t_gi = None
-            t_go = create_tensor(*go_args.args)
-            if not t_go:
-                raise _null_error("aclCreateTensor")
+            if cells[0] or cells[1] or cells[2] or cells[3] or ex:
+                left.salvage()  # an earlier call was interrupted: its handles are destroyed by close()
+            done = False
+            # each handle is stored in the statement that creates it: a cell the finalizer net reads
+            cells[0] = create_tensor(*go_args.args)
             try:
-                t_gi = create_tensor(*gi_args.args)
-                if not t_gi:
+                if not cells[0]:
                     raise _null_error("aclCreateTensor")
-                a_out = create_array(osz, n_osz)
-                if not a_out:
+                cells[1] = create_tensor(*gi_args.args)
+                if not cells[1]:
+                    raise _null_error("aclCreateTensor")
+                cells[2] = create_array(osz, n_osz)
+                if not cells[2]:
                     raise _null_error("aclCreateIntArray")
-                a_in = create_array(isz, n_isz)
-                if not a_in:
+                cells[3] = create_array(isz, n_isz)
+                if not cells[3]:
                     raise _null_error("aclCreateIntArray")
-                ex.value = None
-                rc = phase1(t_go, a_out, a_in, sd, sh, sw, t_gi, size_ref, ex_ref)
+                rc = phase1(cells[0], cells[2], cells[3], sd, sh, sw, cells[1], size_ref, ex_ref)
                 if rc:
                     raise _status_error(rc, OP.phase1_name)
                 if ex:
@@ -586,11 +656,16 @@ class PreparedCall:
                             self._ensure_workspace(size)
                         except BaseException:
                             # never run: destroy it (cann-abi.md §1.3)
-                            if f.aclDestroyAclOpExecutor(ex):
-                                self._refused.append(("aclDestroyAclOpExecutor", c_void_p(ex.value)))
+                            handle, ex.value = ex.value, None  # (taken before the call: see release_cell)
+                            if destroy_executor(handle):
+                                ex.value = handle
+                            left.salvage()
                             raise
-                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3)
-                    rc = phase2(self._ws_ptr if size else None, size_out, ex, stream)
+                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten
+                    # before the call (see release_cell)
+                    ws, executor = self._ws_ptr if size else None, c_void_p(ex.value)  # (no call between
+                    ex.value = None  # taking it and phase 2's)
+                    rc = phase2(ws, size_out, executor, stream)
                     if rc:
                         raise _status_error(rc, OP.phase2_name)
                     if sync:
@@ -600,17 +675,31 @@ class PreparedCall:
                             raise _status_error(rc, "aclrtSynchronizeStream")
                     else:
                         session._pending = True
+                done = True
             finally:
-                # reverse order of creation; every handle is destroyed, on error paths too
-                r1 = destroy_array(a_in) if a_in else 0
-                r2 = destroy_array(a_out) if a_out else 0
-                r3 = destroy_tensor(t_gi) if t_gi else 0
-                r4 = destroy_tensor(t_go)
+                # reverse order of creation; every handle is destroyed, on error paths too; each is taken
+                # out of its cell before its destroy and put back when refused (see release_cell)
+                r1 = r2 = r3 = r4 = 0
+                if cells[3]:
+                    handle, cells[3] = cells[3], None
+                    if r1 := destroy_array(handle):
+                        cells[3] = handle
+                if cells[2]:
+                    handle, cells[2] = cells[2], None
+                    if r2 := destroy_array(handle):
+                        cells[2] = handle
+                if cells[1]:
+                    handle, cells[1] = cells[1], None
+                    if r3 := destroy_tensor(handle):
+                        cells[1] = handle
+                if cells[0]:
+                    handle, cells[0] = cells[0], None
+                    if r4 := destroy_tensor(handle):
+                        cells[0] = handle
                 if r1 or r2 or r3 or r4:  # still live: kept, and destroyed again by close()
-                    self._refused += [(name, h) for rc_, name, h in ((r1, "aclDestroyIntArray", a_in),
-                                                                     (r2, "aclDestroyIntArray", a_out),
-                                                                     (r3, "aclDestroyTensor", t_gi),
-                                                                     (r4, "aclDestroyTensor", t_go)) if rc_]
+                    left.salvage()
+                    if not done:
+                        recent_error_message()  # another error is being raised: this one's message must not linger
             # reached only when nothing above raised: a refused destroy is then the error to report
             if r1 or r2:
                 raise _status_error(r1 or r2, "aclDestroyIntArray")
@@ -625,49 +714,57 @@ class PreparedCall:
         """True after :meth:`close` (or once the session closed it)."""
         return self._closed
 
-    def close(self) -> None:
-        """Synchronise the stream, then release the executor, handles and workspace.  Idempotent."""
-        with self.session._lock:
-            if self._closed and not self._refused:
-                return  # (a destroy refused earlier is retried by every close())
-            self._closed = True
-            if not self.session.closed and releases_allowed():  # (after finalize, or in a forked child: no)
-                self.session._sync()
-            self._release()
+    @property
+    def _refused(self) -> list[tuple[str, Any]]:
+        """Per-call handles whose destroy the library refused (destroyed again by :meth:`close`)."""
+        return self._left.refused
 
-    def _destroy_refused(self) -> None:
-        """Destroy again the per-call handles whose destroy was refused; keep those refused again."""
-        left, first = [], 0
-        name = ""
-        for name_, handle in self._refused:
-            rc = getattr(self._fns, name_)(handle)
-            if rc:
-                left.append((name_, handle))
-                if not first:
-                    first, name = rc, name_
-        self._refused = left
-        if first:
-            raise _status_error(first, name)
+    def close(self) -> None:
+        """Synchronise the stream, then release the executor, handles and workspace.
+
+        Idempotent, and retryable: when a step fails, the error is raised and what is not released
+        yet stays owned, so another ``close()`` (or the session's) finishes the job.  The call is
+        closed for use from the first ``close()`` on.
+        """
+        with self.session._lock:
+            self._closed = True
+            if self._released:
+                return
+            if not self.session.closed and releases_allowed():  # (after finalize, or in a forked child: no)
+                self.session._sync()  # (fails: nothing was released, queued work may still use it)
+            self._release()
+            self._released = True
 
     def _release(self) -> None:
+        """Release everything still owned; what fails stays owned (first error raised)."""
         errors: list[BaseException] = []
-        releases: list[Callable[[], None]] = []
-        if self._refused:
-            releases.append(self._destroy_refused)
-        if self._executor is not None:
-            releases.append(self._executor.close)
-        releases.extend(obj.close for obj in (*self._tensors, *self._arrays))
-        if self._ws is not None:
-            releases.append(self._ws.close)
-        for release in releases:
+
+        def attempt(release: Callable[[], None]) -> bool:
             try:
                 release()
             except Exception as exc:  # keep releasing the rest
                 errors.append(exc)
-        self._executor = None
-        self._tensors, self._arrays, self._ws, self._ws_ptr, self._ws_cap = (), (), None, None, 0
+                return False
+            return True
+
+        if self._left.cells != [None] * 4 or self._left.ex or self._left.refused:
+            attempt(lambda: self._left.destroy(self._fns))
+        if self._executor is not None and attempt(self._executor.close):
+            self._executor = None
+        for obj in self._stale:
+            attempt(obj.close)
+        self._stale = [obj for obj in self._stale if not obj.closed]
+        for obj in (*self._tensors, *self._arrays):
+            attempt(obj.close)
+        self._tensors = tuple(t for t in self._tensors if not t.closed)
+        self._arrays = tuple(a for a in self._arrays if not a.closed)
+        if self._ws is not None and attempt(self._ws.close):
+            self._ws, self._ws_ptr, self._ws_cap = None, None, 0
         if errors:
-            raise errors[0]
+            try:
+                raise errors[0]
+            finally:
+                errors.clear()  # no cycle through this frame
 
     def __enter__(self) -> PreparedCall:
         return self

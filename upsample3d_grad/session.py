@@ -44,6 +44,7 @@ from acl_bindings import (
     load_backend,
 )
 from acl_bindings._resource import releases_allowed
+from acl_bindings._types import index_arg, int32_arg
 
 from . import checks
 from ._api import OP
@@ -67,7 +68,10 @@ def _run_all(steps: Sequence[Callable[[], Any]]) -> None:
             if first is None:
                 first = exc
     if first is not None:
-        raise first
+        try:
+            raise first
+        finally:
+            first = None  # no cycle through this frame: what the steps left is released by reference counting
 
 
 def _positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
@@ -104,6 +108,7 @@ class DeviceArray:
         self.layout = layout
         self.strides = strides
         self.offset = offset
+        _check_extent(buffer, shape, self.dtype, strides, offset)
         self.tensor = Tensor(shape, self.dtype, buffer, strides=strides, offset=offset,
                              format=checks.layout_format(layout), storage_dims=None)
 
@@ -121,7 +126,8 @@ class DeviceArray:
         return spec
 
     def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
-        """Synchronise the session's stream and copy to host (a new array, or *out* of the same layout).
+        """Synchronise the session's stream and copy to host: a new C-contiguous array, or into *out*
+        (same shape and dtype, any strides whose elements do not overlap; written and returned).
 
         Holds the session's lock: a download racing ``Session.close()`` (or this array's
         ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
@@ -131,23 +137,24 @@ class DeviceArray:
 
     def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
         self._check_open()
+        if out is not None:
+            _check_download_out(out, self.shape, self.dtype)
         self.session._sync()
-        if out is None:
-            if self.offset == 0 and self.strides == _contiguous(self.shape):
-                out = np.empty(self.shape, self.dtype)
-                return self.buffer.download(out)
-            raw = np.empty(self.buffer.nbytes // self.dtype.itemsize, self.dtype)
-            self.buffer.download(raw[: self.buffer.nbytes // self.dtype.itemsize])
-            view = np.lib.stride_tricks.as_strided(
-                raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides))
-            return np.array(view)
-        if not isinstance(out, np.ndarray):
-            raise TypeError(f"out: expected a numpy array, got {type(out).__name__}")
-        if out.shape != self.shape or out.dtype != self.dtype:
-            raise ValueError(f"out: expected shape {self.shape} dtype {self.dtype}, got {out.shape} {out.dtype}")
-        self.buffer.download(np.lib.stride_tricks.as_strided(out, (host_span(out)[1] // self.dtype.itemsize,),
-                                                             (self.dtype.itemsize,)), self.offset * self.dtype.itemsize)
-        return out
+        contiguous = self.offset == 0 and self.strides == _contiguous(self.shape)
+        if out is not None:
+            if contiguous and out.flags.c_contiguous:
+                self.buffer.download(out)
+            else:
+                out[...] = self.download()  # honour both layouts: one copy through a host array
+            return out
+        if contiguous:
+            out = np.empty(self.shape, self.dtype)
+            return self.buffer.download(out)
+        raw = np.empty(self.buffer.nbytes // self.dtype.itemsize, self.dtype)
+        self.buffer.download(raw[: self.buffer.nbytes // self.dtype.itemsize])
+        view = np.lib.stride_tricks.as_strided(
+            raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides))
+        return np.array(view)
 
     def close(self) -> None:
         """Release the aclTensor, then the device memory (after the stream finished with it).
@@ -169,7 +176,7 @@ class DeviceArray:
             self.session._sync()
 
     def _check_open(self) -> None:
-        if self.buffer.closed:
+        if self.buffer.closed or self.tensor.closed:  # (half-closed: a close() that failed midway)
             raise ClosedError("this device array is closed")
         if self.session.closed:
             raise ClosedError("this device array's Session is closed")
@@ -183,6 +190,49 @@ class DeviceArray:
     def __repr__(self) -> str:
         return (f"<DeviceArray shape={self.shape} dtype={self.dtype} layout={self.layout} "
                 f"strides={self.strides} offset={self.offset}{' closed' if self.closed else ''}>")
+
+
+def _check_extent(buffer: DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype, strides: tuple[int, ...],
+                  offset: int) -> None:
+    """ValueError unless every element of the view (*shape*, element *strides*, element *offset*) lies in *buffer*."""
+    if len(shape) != 5:
+        raise ValueError(f"shape: expected 5 dims (NCDHW or NDHWC), got {len(shape)}: {shape}")
+    if len(strides) != len(shape):
+        raise ValueError(f"strides: expected {len(shape)} values (one per dim of shape {shape}), got {strides}")
+    dims = [index_arg("shape", n) for n in shape]
+    steps = [index_arg("strides", st) for st in strides]
+    first = index_arg("offset", offset)
+    if any(n < 0 for n in dims):
+        raise ValueError(f"shape: dims must be >= 0, got {shape}")
+    if any(st < 0 for st in steps):
+        raise ValueError(f"strides: element strides must be >= 0, got {strides}")
+    if first < 0:
+        raise ValueError(f"offset: the element offset must be >= 0, got {offset}")
+    count = first + 1 + sum((n - 1) * st for n, st in zip(dims, steps)) if math.prod(dims) else first
+    if count * dtype.itemsize > buffer.nbytes:
+        raise ValueError(f"shape {shape}, strides {strides}, offset {offset}: the view spans {count} {dtype} elements "
+                         f"({count * dtype.itemsize} bytes), more than this {buffer.nbytes}-byte buffer holds")
+
+
+def _check_out_memory(out: ArrayLike) -> None:
+    """161002 when elements of gradInput (*out*, numpy or device) share memory."""
+    if isinstance(out, DeviceArray):
+        item = out.dtype.itemsize
+        checks.check_output_memory(out.shape, tuple(st * item for st in out.strides), item)
+    elif isinstance(out, np.ndarray):
+        checks.check_output_memory(out.shape, out.strides, out.itemsize)
+
+
+def _check_download_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out: expected a numpy array, got {type(out).__name__}")
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError(f"out: expected shape {shape} dtype {dtype}, got {out.shape} {out.dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out: the array is read-only")
+    problem = checks.overlap_problem(out.shape, out.strides, out.itemsize)
+    if problem is not None:
+        raise ValueError(f"out: {problem}; every element needs its own memory")
 
 
 def _offset_in_base(array: np.ndarray, addr: int) -> int:
@@ -250,6 +300,8 @@ class Session:
             self.stream = Stream(self.device)
             self.workspace = Workspace(self.device, self.stream)
         except BaseException:
+            if isinstance(self.__dict__.get("stream"), Stream):
+                self.stream.close()  # (interrupted after the stream was made: it needs the device)
             self.device.close()
             raise
         self._closed = False
@@ -301,7 +353,8 @@ class Session:
 
     def _reset_device(self) -> None:
         # a stream, workspace or array the library refused to release still needs the device
-        if self.stream.closed and self.workspace.buffer is None and all(a.closed for a in list(self._arrays)):
+        if (self.stream.closed and self.workspace.buffer is None and all(a.closed for a in list(self._arrays))
+                and all(call._released for call in list(self._prepared))):
             self.device.close()
 
     def __enter__(self) -> Session:
@@ -450,6 +503,8 @@ class Session:
             # raises with CANN's code; CANN itself receives the user's scales (and applies the all-or-none rule)
             cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w, gi_spec,
                                 strict=strict)
+            if out is not None:
+                _check_out_memory(out)
             sd, sh, sw = checks.normalize_scales(scales_d, scales_h, scales_w)
             owned: list[DeviceArray] = []
             result: ArrayLike
@@ -554,9 +609,11 @@ class Session:
                                                                         f"arrays, got {type(arr).__name__}")
             self._check_device_arrays(grad_output, out)
             checks.check_params(grad_output.spec(), output_size, input_size, *scales, out.spec())
+            _check_out_memory(out)
+            runs = int32_arg("repeat", repeat, 1, "a positive int (the number of timed runs)")
             times = []
             with Event(self.device) as start, Event(self.device) as end:
-                for _ in range(repeat):
+                for _ in range(runs):
                     start.record(self.stream)
                     self._launch(grad_output, output_size, input_size, scales, out)
                     end.record(self.stream)

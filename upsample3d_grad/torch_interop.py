@@ -233,12 +233,16 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
             out_np = out
         else:
             raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
+    result: Any
     if session is None:
-        from .api import default_session
+        from .api import _on_default_session
 
-        session = default_session()
-    result = session.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
-                              out=out_np, strict=strict)
+        with _on_default_session() as default:  # (kept open while this call runs on it)
+            result = default.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
+                                      out=out_np, strict=strict)
+    else:
+        result = session.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
+                                  out=out_np, strict=strict)
     if return_type == "numpy":
         return result
     if out is not None and _is_tensor(out):

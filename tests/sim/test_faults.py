@@ -69,6 +69,9 @@ ERROR_CLASSES = {
 HANDLE_CONSTRUCTORS = {"aclCreateTensor", "aclCreateIntArray"}
 #: The simulator never injects into these (reading the error message, the SoC name).
 NOT_INJECTABLE = {"aclGetRecentErrMsg", "aclrtGetSocName"}
+#: Calls whose failure is not an error by design: ``Device.is_current()`` reads the current context to skip the
+#: device guard, and a failed read just takes the guard (which reads it again, and raises if that fails too).
+PROBES = {"aclrtGetCurrentContext"}
 CANDIDATES = [name for name in (*PROTOTYPES, OP.phase1_name, OP.phase2_name) if name not in NOT_INJECTABLE]
 
 
@@ -86,19 +89,25 @@ def _calls_of(action: Callable[[], Any]) -> dict[str, int]:
 
 # --------------------------------------------------------------------------- scenarios
 
+def _plans_refused(state: dict) -> bool:
+    return bool(state["s"].plans.refused)
+
+
 @dataclass
 class Scenario:
     """*setup* builds the state, *op* is the operation under test (the faults hit it), *recover*
-    shows that what is left still works, *teardown* releases everything."""
+    shows that what is left still works, *teardown* releases everything.  *fell_back* says whether
+    a refused ``aclSetAclOpExecutorRepeatable`` made the operation fall back to one-shot calls."""
 
     setup: Callable[[], dict]
     op: Callable[[dict], Any]
     recover: Callable[[dict], None]
     teardown: Callable[[dict], None]
+    fell_back: Callable[[dict], bool] = _plans_refused
 
 
 def _close(state: dict) -> None:
-    for key in ("arrays", "sessions"):
+    for key in ("calls", "arrays", "sessions"):
         for obj in state.get(key, ()):
             obj.close()
 
@@ -216,6 +225,92 @@ def _close_session() -> Scenario:
     return Scenario(setup, op, recover, _close)
 
 
+def _device_call(plans: bool) -> Scenario:
+    """Session.backward on device arrays: a device array in, a new device array out."""
+    def setup() -> dict:
+        s = Session(0, plans=plans)
+        a = s.upload(SAMPLE)
+        return {"s": s, "a": a, "arrays": [a], "sessions": [s]}
+
+    def op(state: dict) -> Any:
+        out = state["s"].backward(state["a"], OUT_SIZE, IN_SIZE)
+        state["arrays"].append(out)
+        assert out.download().ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, op, _close)
+
+
+def _prepare(plan: bool) -> Scenario:
+    """Session.prepare: host checks, phase 1 once, a workspace."""
+    def setup() -> dict:
+        s = Session(0)
+        a, o = s.upload(SAMPLE), s.empty(IN_SIZE)
+        return {"s": s, "a": a, "o": o, "arrays": [a, o], "sessions": [s], "calls": []}
+
+    def op(state: dict) -> Any:
+        call = state["s"].prepare(state["a"], OUT_SIZE, IN_SIZE, out=state["o"], plan=plan)
+        state["calls"].append(call)
+        state["call"] = call
+
+    def recover(state: dict) -> None:
+        call = state["s"].prepare(state["a"], OUT_SIZE, IN_SIZE, out=state["o"], plan=plan)
+        state["calls"].append(call)
+        call()
+        assert state["o"].download().ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, recover, _close, lambda state: state["call"].fallback is not None)
+
+
+def _prepared_call(plan: bool) -> Scenario:
+    """A prepared call (plan: phase 2 only; one-shot: the lean per-call path)."""
+    def setup() -> dict:
+        s = Session(0)
+        a, o = s.upload(SAMPLE), s.empty(IN_SIZE)
+        call = s.prepare(a, OUT_SIZE, IN_SIZE, out=o, plan=plan)
+        return {"s": s, "a": a, "o": o, "call": call, "arrays": [a, o], "sessions": [s], "calls": [call]}
+
+    def op(state: dict) -> Any:
+        state["s"].synchronize()  # (work a failed call left queued may still write the output)
+        state["o"].buffer.memset(0)
+        state["call"]()
+        assert state["o"].download().ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, op, _close)
+
+
+def _transfers() -> Scenario:
+    """upload (a strided view) and download (into a transposed out)."""
+    def setup() -> dict:
+        s = Session(0)
+        return {"s": s, "sessions": [s], "arrays": []}
+
+    def op(state: dict) -> Any:
+        gapped = np.zeros((2, 2, 2, 2, 4), np.float32)
+        gapped[..., ::2] = SAMPLE
+        arr = state["s"].upload(gapped[..., ::2])
+        state["arrays"].append(arr)
+        out = np.zeros(SAMPLE.shape[::-1], np.float32).T
+        assert arr.download(out) is out and (out == SAMPLE).all()
+
+    return Scenario(setup, op, op, _close)
+
+
+def _torch_call() -> Scenario:
+    """The torch path: CPU tensors in and out, through a session."""
+    torch = pytest.importorskip("torch")
+    from upsample3d_grad.torch_interop import backward_torch
+
+    def setup() -> dict:
+        s = Session(0)
+        return {"s": s, "sessions": [s]}
+
+    def op(state: dict) -> Any:
+        out = backward_torch(torch.from_numpy(SAMPLE.copy()), OUT_SIZE, IN_SIZE, session=state["s"])
+        assert out.flatten().tolist() == EXPECTED
+
+    return Scenario(setup, op, op, _close)
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "one-shot cold": lambda: _numpy_call(plans=False, warm=False),
     "one-shot warm": lambda: _numpy_call(plans=False, warm=True),
@@ -225,6 +320,14 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "context switch": _context_switch,
     "session create": _create,
     "session close": _close_session,
+    "device one-shot": lambda: _device_call(plans=False),
+    "device plan": lambda: _device_call(plans=True),
+    "prepare plan": lambda: _prepare(plan=True),
+    "prepare one-shot": lambda: _prepare(plan=False),
+    "prepared call plan": lambda: _prepared_call(plan=True),
+    "prepared call one-shot": lambda: _prepared_call(plan=False),
+    "upload and download": _transfers,
+    "torch": _torch_call,
 }
 
 
@@ -292,9 +395,11 @@ def test_every_observed_call_fails_cleanly(name: str, error_class: str) -> None:
                 label = f"{func}:{nth}:{code}"
                 if sim.call_count(func) - count < nth:
                     failures.append(f"{label}: the call sequence changed; the fault did not fire")
+                elif func in PROBES and exc is None:
+                    pass  # a failed probe takes the general path (and the operation checked its result)
                 elif func == "aclSetAclOpExecutorRepeatable":
                     # refused reuse is not an error: the plan cache runs that call shape one-shot
-                    if exc is not None or not state["s"].plans.refused:
+                    if exc is not None or not scenario.fell_back(state):
                         failures.append(f"{label}: expected the one-shot fallback, got {exc!r}")
                 else:
                     failures += [f"{label}: {p}" for p in _check_error(exc, func, code, kind, builtin)]
@@ -318,6 +423,101 @@ def test_every_observed_call_fails_cleanly(name: str, error_class: str) -> None:
         if was_enabled:
             gc.enable()
     assert not failures, "\n".join(failures)
+
+
+#: The clean-up calls a second fault is injected into.
+RELEASES = ("aclDestroyTensor", "aclDestroyIntArray", "aclDestroyAclOpExecutor", "aclrtFree", "aclrtDestroyEvent",
+            "aclrtSynchronizeStream")
+
+
+def _faulted_calls(make: Callable[[], Scenario], spec: str) -> dict[str, int]:
+    """The C calls a run of the scenario makes with the fault *spec* in force (the clean-up included)."""
+    before = sim.live_handles()
+    scenario = make()
+    state = scenario.setup()
+    sim.set_fault(spec)
+
+    def op() -> None:
+        try:
+            scenario.op(state)
+        except AclError:
+            pass
+
+    try:
+        calls = _calls_of(op)
+    finally:
+        sim.set_fault(None)
+        recent_error_message()
+        scenario.teardown(state)
+        state.clear()
+        _leaks(before)  # (collects what only the finalizer net releases, so the next run starts clean)
+    return calls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_a_second_fault_in_the_clean_up_fails_cleanly(name: str) -> None:
+    """Every observed call fails, and then, in the same run, every clean-up call made after it fails too
+    (each in turn): the error is one of the two injected, nothing leaks, the session still works."""
+    make = SCENARIOS[name]
+    first_code, second_code = 507899, 107000
+    observed = _observe(make())
+    failures: list[str] = []
+    runs = 0
+    gc.collect()
+    was_enabled = gc.isenabled()
+    try:
+        for func, times in observed.items():
+            if func == "aclSetAclOpExecutorRepeatable":
+                continue  # refused reuse is a fallback, not an error (see the single-fault test)
+            for nth in range(1, times + 1):
+                first = f"{func}:{nth}:{first_code}"
+                after = _faulted_calls(make, first)
+                for rel in RELEASES:
+                    for m in range(1, after.get(rel, 0) + 1):
+                        if rel == func and m == nth:
+                            continue
+                        label = f"{first},{rel}:{m}:{second_code}"
+                        runs += 1
+                        scenario = make()
+                        before = sim.live_handles()
+                        state = scenario.setup()
+                        exc: BaseException | None = None
+                        gc.disable()
+                        sim.set_fault(label)
+                        try:
+                            scenario.op(state)
+                        except Exception as err:
+                            exc = err
+                        finally:
+                            sim.set_fault(None)
+                            if was_enabled:
+                                gc.enable()
+                        if not isinstance(exc, AclError):
+                            failures.append(f"{label}: {type(exc).__name__ if exc else 'no exception'}: {exc}")
+                        elif exc.func not in (func, rel) or "injected fault" not in exc.detail:
+                            failures.append(f"{label}: {type(exc).__name__} from {exc.func}: {exc.detail!r}")
+                        del exc
+                        stale = recent_error_message()
+                        if stale:
+                            failures.append(f"{label}: an error message was left unread: {stale!r}")
+                        try:
+                            scenario.recover(state)
+                        except Exception as err:
+                            failures.append(f"{label}: not usable afterwards: {type(err).__name__}: {err}")
+                        try:
+                            scenario.teardown(state)
+                        except Exception as err:
+                            failures.append(f"{label}: teardown failed: {type(err).__name__}: {err}")
+                        del state, scenario
+                        leaked = _leaks(before)
+                        if leaked:
+                            failures.append(f"{label}: leaked {leaked}")
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert runs or name in ("session create",), "no clean-up call to fail"
+    assert not failures, f"{len(failures)} of {runs} runs:\n" + "\n".join(failures[:40])
 
 
 def test_the_enumeration_covers_every_kind_of_call() -> None:

@@ -144,6 +144,67 @@ static int check_tensor_memory(const char *func, const char *name, const aclTens
     return 0;
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define EXACT_OVERLAP_LIMIT (1 << 22) /* elements: above this, a layout the quick rule cannot clear is refused */
+
+/* Whether two elements of an output view share memory (simulator rule: on hardware the kernel's writes to
+   such an output race and the result is silently wrong).  A zero stride over a dim of size > 1 always
+   overlaps; otherwise the dims sorted by stride must each step past what the smaller ones span, and a
+   layout that fails that quick rule is checked element by element.  Returns 0, or 1 with why set. */
+static int elements_overlap(const aclTensor *t, char *why, size_t n) {
+    int64_t st[CANNSIM_MAX_DIMS], dm[CANNSIM_MAX_DIMS];
+    int k = 0;
+    for (int64_t i = 0; i < t->ndim; i++)
+        if (t->dims[i] == 0) return 0;
+    for (int64_t i = 0; i < t->ndim; i++) {
+        if (t->dims[i] <= 1) continue;
+        if (t->strides[i] == 0) {
+            snprintf(why, n, "stride 0 in dim %" PRId64 " (size %" PRId64 ") makes its elements overlap", i,
+                     t->dims[i]);
+            return 1;
+        }
+        int64_t s = t->strides[i] < 0 ? -t->strides[i] : t->strides[i];
+        int j = k++;
+        while (j > 0 && st[j - 1] > s) { st[j] = st[j - 1]; dm[j] = dm[j - 1]; j--; }
+        st[j] = s;
+        dm[j] = t->dims[i];
+    }
+    int64_t extent = 1, count = 1;
+    int quick = 1;
+    for (int j = 0; j < k; j++) {
+        if (st[j] < extent) quick = 0;
+        extent += (dm[j] - 1) * st[j]; /* (view_bytes checked that the extent fits) */
+        if (__builtin_mul_overflow(count, dm[j], &count)) count = INT64_MAX;
+    }
+    if (quick) return 0;
+    if (count > EXACT_OVERLAP_LIMIT) {
+        snprintf(why, n, "its strides may make elements overlap (a stride is smaller than the dims below it span)");
+        return 1;
+    }
+    int64_t *off = malloc((size_t)count * sizeof *off);
+    if (!off) {
+        snprintf(why, n, "its strides may make elements overlap (no memory to check them one by one)");
+        return 1;
+    }
+    off[0] = 0;
+    int64_t have = 1;
+    for (int j = 0; j < k; j++) {
+        for (int64_t m = 1; m < dm[j]; m++)
+            for (int64_t e = 0; e < have; e++) off[m * have + e] = off[e] + m * st[j];
+        have *= dm[j];
+    }
+    qsort(off, (size_t)count, sizeof *off, cmp_i64);
+    int dup = 0;
+    for (int64_t e = 1; e < count && !dup; e++) dup = off[e] == off[e - 1];
+    free(off);
+    if (dup) snprintf(why, n, "its strides make elements overlap");
+    return dup;
+}
+
 static int overlap(const char *a, uint64_t na, const char *b, uint64_t nb) {
     return na && nb && a < b + nb && b < a + na;
 }
@@ -158,6 +219,11 @@ static int check_memory(const char *func, const aclTensor *go, const aclTensor *
     cannsim_lock();
     if ((rc = check_tensor_memory(func, "gradOut", go, &glo, &gb))) goto out;
     if ((rc = check_tensor_memory(func, "gradInput", gi, &ilo, &ib))) goto out;
+    if (elements_overlap(gi, why, sizeof why)) {
+        rc = cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: gradInput: %s; the kernel's writes would race (the "
+                          "simulator refuses what hardware would compute silently wrong)", func, why);
+        goto out;
+    }
     if (overlap(glo, gb, ilo, ib)) {
         rc = cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: the memory of gradOut and gradInput overlaps", func);
         goto out;
