@@ -73,9 +73,11 @@ def forward(device: Device, stream: Stream, x: np.ndarray, output_size: tuple[in
         tx, ty = Tensor(x.shape, x.dtype, bx, format=fmt), Tensor(y.shape, y.dtype, by, format=fmt)
         with tx, ty, IntArray(output_size) as osz:
             workspace = Workspace(device, stream)
-            size = OP(tx, osz, *scales, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
-            stream.synchronize()
-            workspace.release()
+            try:
+                size = OP(tx, osz, *scales, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
+                stream.synchronize()
+            finally:
+                workspace.release()
         by.download(y)
     return y, size
 
@@ -564,3 +566,20 @@ def test_the_wrong_law_switch_breaks_the_forward_and_the_adjoint_check(gpu: Any,
     assert _adjoint_gap(device, stream, x, g, (41, 7, 5)) != 0.0
     monkeypatch.delenv("CANN_SIM_TEST_FORWARD_LAW")
     assert _adjoint_gap(device, stream, x, g, (41, 7, 5)) == 0.0  # the op cache keeps the laws apart
+
+
+def test_the_entry_points_are_registered_counted_and_fault_injectable(gpu: Any) -> None:
+    # the operator file's CANNSIM_REGISTER_OP line is all the registration there is (no generic file names it)
+    device, stream = gpu
+    x = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    calls = [sim.call_count(f) for f in (OP.phase1_name, OP.phase2_name)]
+    forward(device, stream, x, (3, 3, 3))
+    assert [sim.call_count(f) for f in (OP.phase1_name, OP.phase2_name)] == [calls[0] + 1, calls[1] + 1]
+    sim.set_fault(f"{OP.phase2_name}:1:507015")
+    try:
+        with pytest.raises(AclError) as info:
+            forward(device, stream, x, (3, 3, 3))
+        assert info.value.code == 507015 and "injected fault" in info.value.detail
+    finally:
+        sim.set_fault(None)
+    assert sim.live_handles()["executor"] == 0  # the failed phase 2 consumed its executor
