@@ -135,19 +135,27 @@ def _quiet(release: Callable[..., Any], cell: c_void_p, *args: Any, before: Call
 def release_cell(cell: c_void_p, fn: Callable[..., int], *extra: Any) -> int:
     """Call the C release *fn* (no ``errcheck``: it returns the status) on *cell*'s handle; return the status.
 
-    The cell is emptied in the same statement as the call when it succeeds, so an interrupt can
-    never separate "released" from "no longer owned".  Nothing is called when the cell is empty.
+    The handle is taken out of the cell *before* the call (and put back when the release is
+    refused).  CPython delivers a Ctrl-C's exception when a call returns, so one that arrives
+    during the release finds the cell empty: a handle is never released twice.  (Between taking
+    and calling no Python-level check runs.)  Nothing is called when the cell is empty.
     """
     handle = cell.value
     if not handle:
         return 0
-    cell.value = None if not (rc := fn(handle, *extra)) else handle
+    cell.value = None
+    if rc := fn(handle, *extra):
+        cell.value = handle
     return rc
 
 
 def _release_handle(cell: c_void_p, release: Callable[..., Any], handle: Any, *args: Any) -> None:
-    release(handle, *args)  # (see Resource._own)
-    cell.value = None
+    cell.value = None  # (taken first, as in release_cell; see Resource._own)
+    try:
+        release(handle, *args)
+    except Exception:
+        cell.value = 1  # refused: still owned
+        raise
 
 
 class ClosedParameter:

@@ -255,8 +255,9 @@ class TwoPhaseOp:
         with device.active() if device is not None else nullcontext():
             if executor.repeatable:
                 rc = fn(address, workspace_size, cell, stream)
-            else:  # consumed whether or not it succeeds: forgotten in the statement of the call
-                cell.value, rc = None, fn(address, workspace_size, cell.value, stream)
+            else:  # consumed whether or not it succeeds: forgotten before the call (see release_cell)
+                handle, cell.value = cell.value, None
+                rc = fn(address, workspace_size, handle, stream)
                 executor._consumed()
         executor.runs += 1
         raise_for_status(rc, self.phase2_name)

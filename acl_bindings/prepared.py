@@ -357,8 +357,9 @@ class PreparedCall:
             failed, failed_name = 0, ""
             try:
                 for k in slots:
+                    create = creates[k]
                     # each handle is stored in the statement that creates it: a cell the finalizer net reads
-                    cells[k] = creates[k](*sources[k].args)
+                    cells[k] = create(*sources[k].args)
                     if not cells[k]:
                         raise null_handle_error(create_names[k])
                 args = list(template)
@@ -374,13 +375,17 @@ class PreparedCall:
                             self._ensure_workspace(size)
                         except BaseException:
                             # never run: destroy it (cann-abi.md §1.3)
-                            ex.value = None if not destroy_executor(ex) else ex.value
+                            handle, ex.value = ex.value, None  # (taken before the call: see release_cell)
+                            if destroy_executor(handle):
+                                ex.value = handle
                             left.salvage()
                             raise
                     clock.pending = True  # before the work is queued (an interrupt after it: the clock knows)
-                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten in
-                    # the statement of the call
-                    ex.value, rc = None, phase2(self._ws_ptr if size else None, size_out, c_void_p(ex.value), stream)
+                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten
+                    # before the call (see release_cell)
+                    ws, executor = self._ws_ptr if size else None, c_void_p(ex.value)  # (no call between
+                    ex.value = None  # taking it and phase 2's)
+                    rc = phase2(ws, size_out, executor, stream)
                     if rc:
                         raise_for_status(rc, phase2_name)
                     if sync:
@@ -390,13 +395,15 @@ class PreparedCall:
                         clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
                 done = True
             finally:
-                # reverse order of creation; every handle is destroyed, on error paths too; each cell is
-                # emptied in the statement of its successful destroy
+                # reverse order of creation; every handle is destroyed, on error paths too; each is taken
+                # out of its cell before its destroy and put back when refused (see release_cell)
                 for k in backwards:
                     if cells[k]:
-                        cells[k] = None if not (rc := destroys[k](cells[k])) else cells[k]
-                        if rc and not failed:
-                            failed, failed_name = rc, destroy_names[k]
+                        handle, cells[k] = cells[k], None
+                        if rc := destroys[k](handle):
+                            cells[k] = handle
+                            if not failed:
+                                failed, failed_name = rc, destroy_names[k]
                 if failed:  # still live: kept, and destroyed again by close()
                     left.salvage()
                     if not done:

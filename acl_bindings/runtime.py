@@ -301,7 +301,9 @@ class Device(Resource):
         prev = current_context()
         cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
         try:
-            cell.value = None if (rc := lib.unchecked("aclrtSetDevice")(device_id)) else 1
+            cell.value = 1  # owned before the call (a Ctrl-C arrives as it returns; see release_cell)
+            if rc := lib.unchecked("aclrtSetDevice")(device_id):
+                cell.value = None
             raise_for_status(rc, "aclrtSetDevice")
             try:
                 ctx = c_void_p()

@@ -1,7 +1,8 @@
 """The generic call layer (acl_bindings.calls, acl_bindings.prepared) runs an operator from its declaration alone.
 
-The operator below is declared here, by name and argument schema only, independently of the package's own
-declaration (upsample3d_grad.op): whatever these tests get right comes from the generic code.
+The operators below are declared here, by name and argument schema only, independently of the package's own
+declaration (upsample3d_grad.op): whatever these tests get right comes from the generic code.  The second one,
+the forward, is known to no module of the packages at all.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from acl_bindings import TwoPhaseOp, sim
 from acl_bindings.calls import TensorArg, plan_key, run_once
 from acl_bindings.op import ArgKind, double, input_tensor, int_array, output_tensor
 from acl_bindings.prepared import PreparedCall
-from upsample3d_grad import Session, reference
+from upsample3d_grad import Session, reference, reference_forward
 
 DECLARED = TwoPhaseOp("UpsampleNearestExact3dBackward", (
     input_tensor("gradOut"), int_array("outputSize"), int_array("inputSize"),
@@ -102,4 +103,30 @@ def test_the_generic_prepared_call_runs_a_declared_operator(no_leaks: None, plan
         call._call(((0, db),))  # the input moves to another array of the same layout
         np.testing.assert_allclose(gi.download(), _want(b), rtol=1e-5, atol=1e-5)
         assert "outputSize=(6, 8, 10)" in repr(call)
+        call.close()
+
+
+# --------------------------------------------------------------------------- a second operator
+
+#: The forward operator, declared by its schema alone (cann-abi.md §1.4): no generic code knows it
+FORWARD = TwoPhaseOp("UpsampleNearestExact3d", (
+    input_tensor("self"), int_array("outputSize"), double("scalesD"), double("scalesH"), double("scalesW"),
+    output_tensor("out")))
+
+
+@pytest.mark.parametrize("plans", [True, False], ids=["plans", "one-shot"])
+def test_a_second_operator_runs_through_the_generic_session(no_leaks: None, plans: bool) -> None:
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal((1, 2, 2, 3, 4)).astype(np.float32) for _ in range(2)]
+    out3 = (4, 5, 7)
+    with Session(0, plans=plans) as s:
+        dxs, y = [s.upload(x) for x in xs], s.empty((1, 2, *out3))
+        for dx, x in ((dxs[0], xs[0]), (dxs[1], xs[1]), (dxs[0], xs[0])):
+            s.run(FORWARD, dx, out3, 0.0, 0.0, 0.0, y)
+            assert s.last_path == ("plan" if plans else "one-shot")
+            want = reference_forward.upsample_nearest_exact3d_forward(x, out3)
+            np.testing.assert_array_equal(y.download(), want)  # the forward copies elements: bit for bit
+        call = PreparedCall(s, FORWARD, (dxs[1], out3, 0.0, 0.0, 0.0, y), plan=plans)
+        call._call(())
+        np.testing.assert_array_equal(y.download(), reference_forward.upsample_nearest_exact3d_forward(xs[1], out3))
         call.close()

@@ -11,7 +11,6 @@ a machine without any CANN falls back quietly.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Callable
 import pytest
 
 from acl_bindings.sim import build as sim_build
+from tests._clean_env import clean_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,16 +115,8 @@ BROKEN: dict[str, Callable[[Path], str]] = {
 }
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ASCEND_", "ACL_BINDINGS_", "CANN_SIM_")) and k != "LD_LIBRARY_PATH"}
-    env["PYTHONPATH"] = str(REPO)
-    env.update(extra)
-    return env
-
-
 def _run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(**env), timeout=120,
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=clean_env(**env), timeout=120,
                           cwd=str(REPO))
 
 

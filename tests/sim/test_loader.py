@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from acl_bindings import sim
+from tests._clean_env import clean_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,16 +28,8 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ASCEND_", "ACL_BINDINGS_", "CANN_SIM_")) and k != "LD_LIBRARY_PATH"}
-    env["PYTHONPATH"] = str(REPO)
-    env.update(extra)
-    return env
-
-
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(**env),
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(**env),
                           timeout=60, cwd=str(REPO))
 
 
@@ -260,7 +253,7 @@ def test_relative_custom_opp_path_is_made_absolute_when_read(tmp_path: Path, var
             "os.chdir('/')  # a chdir between choosing the libraries and the first operator call\n"
             "print(b.find_op_symbol('aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize')[1].path)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
-                          env=_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_CUSTOM_OPP_PATH="pkg"))
+                          env=clean_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_CUSTOM_OPP_PATH="pkg"))
     candidates, op = proc.stdout.splitlines()[:2]
     assert all(os.path.isabs(p) for p in eval(candidates)), candidates  # a printed list of paths
     assert op == str(pkg / "libcust_opapi.so"), proc.stdout + proc.stderr
@@ -276,7 +269,7 @@ def test_relative_opp_path_is_made_absolute_when_read(tmp_path: Path, variants: 
             "os.chdir('/')\n"
             "print(b.find_op_symbol('aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize')[1].path)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
-                          env=_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH="opp"))
+                          env=clean_env(ASCEND_HOME_PATH=str(sim.ROOT), ASCEND_OPP_PATH="opp"))
     assert proc.stdout.strip() == str(lib / "libcust_opapi.so"), proc.stdout + proc.stderr
 
 
@@ -320,12 +313,12 @@ def test_bad_backend_value() -> None:
 
 def test_python_m_acl_bindings_says_simulator() -> None:
     proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, timeout=60,
-                          env=_env(), cwd=str(REPO))
+                          env=clean_env(), cwd=str(REPO))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("backend:       sim - CPU simulator")
     assert "SoC name:      CANN-Simulator" in proc.stdout and "simulator:     yes" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, timeout=60,
-                          env=_env(ACL_BINDINGS_BACKEND="cann"), cwd=str(REPO))
+                          env=clean_env(ACL_BINDINGS_BACKEND="cann"), cwd=str(REPO))
     assert proc.returncode == 3 and "Tried:" in proc.stdout and "set_env.sh" in proc.stdout  # as the CLI's 3
 
 
@@ -358,7 +351,7 @@ def test_simulator_unavailable_message(tmp_path: Path) -> None:
     pkg = tmp_path / "acl_bindings"
     shutil.copytree(REPO / "acl_bindings", pkg, ignore=shutil.ignore_patterns("lib64", "__pycache__"))
     (pkg / "sim" / "BUILD_ERROR.txt").write_text("no C compiler found (tried cc, gcc, clang)\n")
-    env = _env(ACL_BINDINGS_BACKEND="sim")
+    env = clean_env(ACL_BINDINGS_BACKEND="sim")
     env["PYTHONPATH"] = str(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "acl_bindings"], capture_output=True, text=True, env=env,
                           timeout=60, cwd=str(tmp_path))

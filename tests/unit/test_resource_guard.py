@@ -124,3 +124,30 @@ def test_a_close_mark_an_interrupt_left_behind_is_ignored() -> None:
     closer.start()
     closer.join(30)
     assert not closer.is_alive() and h.closed
+
+
+def test_a_release_interrupted_as_it_returns_is_never_repeated() -> None:
+    from ctypes import c_void_p
+
+    from acl_bindings._resource import release_cell
+
+    released: list[int] = []
+
+    def destroy_then_interrupted(handle: int) -> int:
+        released.append(handle)
+        raise KeyboardInterrupt  # where CPython delivers Ctrl-C: as the C release returns
+
+    cell = c_void_p(0x1234)
+    with pytest.raises(KeyboardInterrupt):
+        release_cell(cell, destroy_then_interrupted)
+    assert released == [0x1234] and not cell.value  # released, and no longer owned: no second release
+    assert release_cell(cell, destroy_then_interrupted) == 0 and released == [0x1234]
+
+
+def test_a_refused_release_keeps_the_handle() -> None:
+    from ctypes import c_void_p
+
+    from acl_bindings._resource import release_cell
+
+    cell = c_void_p(0x1234)
+    assert release_cell(cell, lambda handle: 507033) == 507033 and cell.value == 0x1234
