@@ -37,7 +37,7 @@ from ._lib import lib, raise_for_status, recent_error_message
 from ._resource import STATE, ClosedParameter, Resource, in_use, release_cell
 from ._types import int32_arg
 from .enums import MemAttr
-from .errors import AclError, ProcessForkedError
+from .errors import AclError, AclParamError, ProcessForkedError
 
 __all__ = [
     "ensure_initialized", "finalize", "device_count", "soc_name", "cann_version", "acl_version",
@@ -311,7 +311,10 @@ class Device(Resource):
                 self.context: int = int(ctx.value or 0)
             finally:
                 if prev and prev != getattr(self, "context", 0):
-                    _set_current(prev)  # aclrtSetDevice made this device's context current
+                    try:
+                        _set_current(prev)  # aclrtSetDevice made this device's context current
+                    except AclParamError:
+                        pass  # the previous context is gone (its device was reset on another thread): none to restore
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
