@@ -16,7 +16,7 @@ _DEF = re.compile(r"CANNSIM_API\s+([\w\s\*]+?)\s*\b(\w+)\s*\(([^)]*)\)\s*\{")
 
 
 def _definitions() -> dict[str, tuple[str, tuple[str, ...]]]:
-    text = "\n".join(p.read_text() for p in sorted((sim.ROOT / "src").glob("*.c")))
+    text = "\n".join(p.read_text() for p in sorted((sim.ROOT / "src").rglob("*.c")))
     decls = ";\n".join(f"{ret} {name}({args})" for ret, name, args in _DEF.findall(text))
     return parse_declarations(decls)
 

@@ -105,6 +105,8 @@ _decl(op, "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize", i32,
 _decl(op, "aclnnUpsampleNearestExact3dBackward", i32, [vp, u64, vp, vp])
 _decl(op, "aclnnUpsampleNearestExact3dGetWorkspaceSize", i32,
       [vp, vp, C.c_double, C.c_double, C.c_double, vp, P(u64), P(vp)])
+_decl(op, "aclnnUpsampleNearest3dBackwardGetWorkspaceSize", i32,
+      [vp, vp, vp, C.c_double, C.c_double, C.c_double, vp, P(u64), P(vp)])
 
 # codes (cann-abi.md §3.4, §3.5)
 OK, INVALID_PARAM, UNINIT, REPEAT_INIT, REPEAT_FINALIZE = 0, 100000, 100001, 100002, 100037
@@ -919,8 +921,11 @@ def test_operator_phase1_validation(sim):
         assert ws0 == 0 and ex0
         ok(phase2(None, 0, ex0, None))
         assert live("executor") == 0
+        # the forward checks its own arguments: the backward's gradInput is not the shape it derives for out
         expect(op.aclnnUpsampleNearestExact3dGetWorkspaceSize(smp.go, smp.osz, 0, 0, 0, smp.gi, C.byref(ws),
-               C.byref(ex)), NOT_SUPPORT, "not implemented")
+               C.byref(ex)), PARAM_INVALID, "out: shape must be")
+        expect(op.aclnnUpsampleNearest3dBackwardGetWorkspaceSize(smp.go, smp.osz, smp.isz, 0, 0, 0, smp.gi,
+               C.byref(ws), C.byref(ex)), NOT_SUPPORT, "not implemented")
         assert live("executor") == 0
     """)
 

@@ -1,4 +1,4 @@
-"""Tests of the simulator's C operator core ``acl_bindings/sim/src/us3d_kernel.c``.
+"""Tests of the simulator's C operator core ``acl_bindings/sim/src/kernels/us3d_kernel.c``.
 
 The C file is compiled on its own into a temporary shared object and driven through
 ctypes.  The kernel is compared with a slow, literal numpy loop of the reference window
@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-SRC_DIR = Path(__file__).resolve().parents[2] / "acl_bindings" / "sim" / "src"
+SRC_DIR = Path(__file__).resolve().parents[2] / "acl_bindings" / "sim" / "src" / "kernels"
 SRC = SRC_DIR / "us3d_kernel.c"
 
 # aclDataType / aclFormat / aclnn status values (cann-abi.md §3.1, §3.2, §3.5).

@@ -273,7 +273,7 @@ CANNSIM_API void cannsim_executor_consume(aclOpExecutor *e);
 
 /* Size in bytes of one element of dtype, 0 if unknown. */
 CANNSIM_API int cannsim_dtype_size(int dtype);
-/* aclrtGetSocName's answer: "CANN-Simulator", or the value of CANN_SIM_SOC (runtime.c). */
+/* aclrtGetSocName's answer: "CANN-Simulator", or the value of CANN_SIM_SOC (sim_core.c). */
 CANNSIM_API const char *cannsim_soc_name(void);
 
 #ifdef __cplusplus

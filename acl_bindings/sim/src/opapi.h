@@ -1,0 +1,91 @@
+/*
+ * opapi.h - glue shared by the simulated operators of the operator library (libopapi_cv.so, or
+ * libopapi.so): registration of an operator's entry points, the checks nnopbase and the runtime
+ * make of the tensors an operator is given, and the plumbing of the two phases.  It names no
+ * operator; each operator is one file in ops/ (built in by build.py, no other file edited).
+ */
+#ifndef CANNSIM_OPAPI_H
+#define CANNSIM_OPAPI_H
+
+#include "cannsim.h"
+
+/* Declare this file's exported entry points (once per operator file, at file scope, on one line of its own,
+   with string literals):
+       CANNSIM_REGISTER_OP("aclnnFooGetWorkspaceSize", "aclnnFoo")
+   build.py collects these lines into the runtime's table of names (sim_core.c), so their calls are counted,
+   fault-injectable and reported like every other exported function's, from the runtime's load on. */
+#define CANNSIM_REGISTER_OP(...) \
+    __attribute__((unused)) static const char *const cannsim_op_entry_points_[] = {__VA_ARGS__};
+
+/* The answer of an entry point the simulator does not implement: 200001 with a message. */
+#define OPAPI_NOT_SUPPORTED(name) \
+    cannsim_fail(ACL_ERROR_API_NOT_SUPPORT, "%s: not implemented by the CANN simulator", name)
+
+/* A handle argument of phase 1 (handle may be NULL: the operator's own checks report that). */
+typedef struct {
+    const char *name;
+    const void *handle;
+    int is_array; /* an aclIntArray, else an aclTensor */
+} opapi_handle;
+
+/* A tensor an operator uses, by its parameter name. */
+typedef struct {
+    const char *name;
+    const aclTensor *t;
+} opapi_tensor;
+
+/* A 5-D tensor's logical N, C, D, H, W sizes and element strides: its view dims in that order, or, when
+   channels_last, read from the view dims [N, D, H, W, C] (NDHWC; cann-abi.md §5.1 step 3.4). */
+void opapi_ncdhw(const aclTensor *t, int channels_last, int64_t size[5], int64_t stride[5]);
+
+/* Every non-NULL handle, in argument order, is live (lock held).  Returns 0, or 161002 with a message
+   naming the first that is not. */
+int opapi_check_live_locked(const char *func, const opapi_handle *h, int n);
+
+/* nnopbase's Validate of a non-contiguous view against its storage (cann-abi.md §8.1).  Returns 0, or
+   561103 with a message naming the tensor. */
+int opapi_check_view_in_storage(const char *func, const char *name, const aclTensor *t);
+
+/* The tensors' data (and the workspace, if ws is not NULL) lie in live device memory, 32-byte aligned; no
+   output's elements overlap each other; no two tensors' memory overlaps; the workspace overlaps none.
+   Takes the lock.  If refs is not NULL, it receives the ranges a kernel uses (inputs read, outputs and
+   the workspace written; nin + nout + 1 entries).  Returns 0 or 161002 with a message. */
+int opapi_check_memory(const char *func, const opapi_tensor *ins, int nin, const opapi_tensor *outs, int nout,
+                       const void *ws, uint64_t wsn, cannsim_ref *refs);
+
+/* An int array's values in an op-cache key: the first min(len, copied) values of a copy made under the
+   lock, then len (vals NULL: a NULL array). */
+void opapi_key_array(cannsim_key *k, const int64_t *vals, int64_t len, int64_t copied);
+
+/* Phase 1's start: count the call (fault injection) and check the two out-parameters.  Returns 0 or the
+   code, with the message set. */
+int opapi_phase1_enter(const char *func, const uint64_t *workspaceSize, aclOpExecutor *const *executor);
+
+/* The op cache answers phase 1 before any check (cann-abi.md §8.6).  Returns 1 when it did, with the
+   status in *rc (the executor and workspace size handed over on success); 0 to run the checks.  Stricter
+   than the device: on a hit, the tensors' addresses must still lie in live device memory. */
+int opapi_phase1_cached(const char *func, const char *op, const cannsim_key *key, const cannsim_exec_io *io,
+                        const opapi_tensor *ins, int nin, const opapi_tensor *outs, int nout,
+                        uint64_t *workspaceSize, aclOpExecutor **executor, int *rc);
+
+/* Phase 1's end: create the executor (empty: nothing to launch) with the operator's private data, give it
+   its op-cache entry and hand it over.  Returns 0 or 561101. */
+int opapi_phase1_done(const char *func, const char *op, const cannsim_exec_io *io, const cannsim_key *key,
+                      uint64_t ws, int empty, const void *opdata, size_t opdata_size, uint64_t *workspaceSize,
+                      aclOpExecutor **executor);
+
+/* A kernel for phase 2: make builds the task's argument from the executor's snapshot (its tensors hold
+   the current addresses) and the workspace, or returns NULL when out of host memory; run is the task;
+   destroy frees the argument. */
+typedef struct {
+    void *(*make)(const aclOpExecutor *snap, void *workspace, uint64_t workspaceSize);
+    cannsim_task_fn run;
+    void (*destroy)(void *);
+} opapi_kernel;
+
+/* Phase 2 of an operator: count the call, start the executor, check the workspace and the tensors'
+   memory, queue the kernel on the stream, and consume (or release) the executor. */
+aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
+                         aclOpExecutor *executor, aclrtStream stream, const opapi_kernel *kernel);
+
+#endif /* CANNSIM_OPAPI_H */
