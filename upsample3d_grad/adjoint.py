@@ -24,7 +24,7 @@ import numpy as np
 
 from . import reference, reference_forward
 
-__all__ = ["AdjointResult", "adjoint_check", "random_pair"]
+__all__ = ["AdjointResult", "adjoint_check", "device_adjoint_check", "random_pair"]
 
 _UNIT_ROUNDOFF = {np.dtype(np.float32): 2.0 ** -24, np.dtype(np.float16): 2.0 ** -11,
                   np.dtype(ml_dtypes.bfloat16): 2.0 ** -8}
@@ -148,3 +148,21 @@ def random_pair(input_shape: Sequence[int], output_shape: Sequence[int], dtype: 
     x = rng.integers(-8, 9, tuple(input_shape)).astype(np.float32).astype(dtype)
     g = rng.integers(-2, 3, tuple(output_shape)).astype(np.float32).astype(dtype)
     return x, g
+
+
+def device_adjoint_check(session: Any, input_size: Sequence[int], output_size: Sequence[int],
+                         scales: Sequence[Optional[float]] = (None, None, None), *, dtype: Any = np.float32,
+                         layout: str = "NCDHW", seed: int = 0, soc: str = "a2a3") -> AdjointResult:
+    """Run F and B on *session*'s device with :func:`random_pair` data and check them against each other.
+
+    *input_size* is ``(N, C, D, H, W)`` (always in that order, as the backward's inputSize); *scales* go to
+    both operators; *soc* is the forward's variant (see :func:`upsample3d_grad.reference_forward.soc_family`).
+    """
+    n, c, d, h, w = (int(v) for v in input_size)
+    od, oh, ow = (int(v) for v in output_size)
+    phys_in = (n, c, d, h, w) if layout == "NCDHW" else (n, d, h, w, c)
+    phys_out = (n, c, od, oh, ow) if layout == "NCDHW" else (n, od, oh, ow, c)
+    x, g = random_pair(phys_in, phys_out, dtype, seed)
+    fx = session.forward(x, (od, oh, ow), *scales, layout=layout)
+    bg = session.backward(g, (od, oh, ow), (n, c, d, h, w), *scales, layout=layout)
+    return adjoint_check(x, g, fx, bg, (od, oh, ow), *scales, layout=layout, soc=soc)
