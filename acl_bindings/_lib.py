@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from . import _config, _loader
 from ._codes import ACLNN_ERR_INNER_NULLPTR
-from ._resource import Resource
+from ._resource import Resource, run_using
 from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, ClosedError, LibraryNotFoundError
 from .prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
@@ -73,7 +73,9 @@ def _argument_error(name: str, args: tuple[Any, ...], exc: ctypes.ArgumentError)
     return exc
 
 
-def _guarded(fn: Any) -> Callable[..., Any]:
+def _guarded(fn: Any, mark_uses: bool = False) -> Callable[..., Any]:
+    """*fn* with ``ctypes.ArgumentError`` turned into what it was (:func:`_argument_error`); with *mark_uses*,
+    the :class:`Resource` arguments are marked in use for the call (their ``close()`` waits for it)."""
     name = fn.__name__
 
     def call(*args: Any) -> Any:
@@ -85,8 +87,19 @@ def _guarded(fn: Any) -> Callable[..., Any]:
                 raise
             raise error from None
 
-    call.__name__ = call.__qualname__ = name
-    return call
+    def call_marking_uses(*args: Any) -> Any:
+        try:
+            objs = [a for a in args if isinstance(a, Resource)]
+            return run_using(objs, fn, *args) if objs else fn(*args)
+        except ctypes.ArgumentError as exc:
+            error = _argument_error(name, args, exc)
+            if error is exc:
+                raise
+            raise error from None
+
+    guarded = call_marking_uses if mark_uses else call
+    guarded.__name__ = guarded.__qualname__ = name
+    return guarded
 
 
 def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:
@@ -244,7 +257,7 @@ class Lib:
         fn.restype = restype
         fn.argtypes = list(argtypes)
         fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
-        guarded = _guarded(fn)
+        guarded = _guarded(fn, mark_uses=True)  # (a handle object passed here is not closed under the call)
         with self._lock:
             self._bound[name] = guarded
         return guarded

@@ -62,33 +62,41 @@ _add, _discard = set.add, set.discard
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def in_use(method: F) -> F:
-    """Mark a method that passes its object's handle (and those of its Resource arguments) to C.
+def run_using(objs: list[Resource], fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with every object of *objs* marked in use (see :func:`in_use`).
 
     Each call is one *token* (thread, serial), added to every object's set of uses in progress in one
     C-level step and discarded in another, so an interrupt leaves a token either absent or in every set;
     one that an interrupt left behind (at the ``finally`` line) is recognised as stale by
-    :func:`_token_live` and ignored.
+    :func:`_token_live` and ignored.  A closed object, or one being closed, raises :class:`ClosedError`.
+    """
+    sets = [o.__dict__.setdefault("_uses_now", set()) for o in objs]
+    token = (threading.get_ident(), next(_serials))
+    try:
+        with _uses_lock:
+            for obj in objs:
+                obj._check_usable()
+            list(map(_add, sets, itertools.repeat(token)))
+        return fn(*args, **kwargs)
+    finally:
+        list(map(_discard, sets, itertools.repeat(token)))
+
+
+_GUARDED_CODE = run_using.__code__
+
+
+def in_use(method: F) -> F:
+    """Mark a method that passes its object's handle (and those of its Resource arguments) to C.
+
+    While it runs (on any thread), ``close()`` of those objects waits for it (:func:`run_using`).
     """
 
     @functools.wraps(method)
     def guarded(self: Resource, *args: Any, **kwargs: Any) -> Any:
         objs = [self, *(a for a in (*args, *kwargs.values()) if isinstance(a, Resource))]
-        sets = [o.__dict__.setdefault("_uses_now", set()) for o in objs]
-        token = (threading.get_ident(), next(_serials))
-        try:
-            with _uses_lock:
-                for obj in objs:
-                    obj._check_usable()
-                list(map(_add, sets, itertools.repeat(token)))
-            return method(self, *args, **kwargs)
-        finally:
-            list(map(_discard, sets, itertools.repeat(token)))
+        return run_using(objs, method, self, *args, **kwargs)
 
     return cast(F, guarded)
-
-
-_GUARDED_CODE = cast(Any, in_use(lambda self: None)).__code__  # (every guarded method shares this code)
 
 
 def _frames_of(thread: int) -> Iterator[Any]:

@@ -125,15 +125,15 @@ def scale_triple(scales: Any) -> tuple[Any, Any, Any]:
     return sd, sh, sw
 
 
-def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> tuple[float, float, float]:
-    """None -> 0.0 (CANN's "not given"); other values must be real numbers."""
+def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any, func: str = PHASE1) -> tuple[float, float, float]:
+    """None -> 0.0 (CANN's "not given"); other values must be real numbers (errors name *func*)."""
     out = []
     for name, v in zip(_SCALE_NAMES, (scales_d, scales_h, scales_w)):
         if v is None:
             out.append(0.0)
             continue
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
-            raise _type_fail(name, f"expected a float or None, got {type(v).__name__} {v!r}")
+            raise _type_fail(name, f"expected a float or None, got {type(v).__name__} {v!r}", func)
         out.append(float(v))
     return out[0], out[1], out[2]
 

@@ -289,7 +289,8 @@ class Session(_generic.Session):
         Every session call reaches the library here: *user_scales* are the caller's (None for
         "not given"), converted once, in this one place, to the doubles CANN receives.
         """
-        scales = checks.normalize_scales(*user_scales)
+        sd, sh, sw = user_scales
+        scales = checks.normalize_scales(sd, sh, sw)
         return self._run(OP, (go, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales, gi))
 
     def timed_backward(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],

@@ -289,3 +289,71 @@ def test_prepared_call_against_session_close(no_leaks: None) -> None:
         return use, s.close, s.close
 
     _rounds(make)
+
+
+def _phase1_parts(device: Device) -> tuple[Any, ...]:
+    """A backward call's tensors, int arrays and buffers (the sample), for the raw phase-1 races."""
+    from acl_bindings import IntArray, Tensor
+
+    go_buf, gi_buf = DeviceBuffer(device, SAMPLE.nbytes), DeviceBuffer(device, 16)
+    go_buf.upload(SAMPLE)
+    go = Tensor(SAMPLE.shape, np.float32, go_buf)
+    gi = Tensor((2, 2, 1, 1, 1), np.float32, gi_buf)
+    return go, IntArray(ARGS[0]), IntArray(ARGS[1]), gi, go_buf, gi_buf
+
+
+def _raw_race(device: Device, victim: int) -> None:
+    """Phase 1 (and destroying its executor unrun) in a loop while another thread closes argument *victim*."""
+    from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize as phase1
+
+    def make() -> tuple[Callable[[], Any], Callable[[], None], Callable[[], None]]:
+        parts = _phase1_parts(device)
+        go, osz, isz, gi = parts[:4]
+
+        def use() -> None:
+            size, executor = phase1(go, osz, isz, 0.0, 0.0, 0.0, gi)
+            executor.close()
+
+        def cleanup() -> None:
+            for part in parts:
+                part.close()
+
+        return use, parts[victim].close, cleanup
+
+    _rounds(make)
+
+
+@pytest.mark.parametrize("victim", [0, 1, 3], ids=["tensor", "int array", "output tensor"])
+def test_tensor_and_int_array_against_phase1(no_leaks: None, device: Device, victim: int) -> None:
+    _raw_race(device, victim)
+
+
+def test_executor_against_phase2(no_leaks: None, device: Device) -> None:
+    from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackward as phase2
+    from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize as phase1
+
+    stream = Stream(device)
+
+    def make() -> tuple[Callable[[], Any], Callable[[], None], Callable[[], None]]:
+        parts = _phase1_parts(device)
+        size, executor = phase1(*parts[:3], 0.0, 0.0, 0.0, parts[3])
+        executor.make_repeatable()
+        workspace = DeviceBuffer(device, max(size, 1))
+
+        def use() -> None:
+            phase2(workspace.ptr, size, executor, stream)
+            stream.synchronize()
+
+        def cleanup() -> None:
+            stream.synchronize()
+            executor.close()
+            workspace.close()
+            for part in parts:
+                part.close()
+
+        return use, executor.close, cleanup
+
+    try:
+        _rounds(make)
+    finally:
+        stream.close()
