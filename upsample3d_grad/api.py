@@ -6,6 +6,8 @@
 * :func:`UpsampleNearestExact3dGrad`: the graph-IR form, with its defaults
   (``output_size=(0, 0, 0)`` meaning "from grad_output's shape", ``scales=(0, 0, 0)``
   meaning "not given"; cann-abi.md §5.1).
+* :func:`upsample_nearest_exact3d` and :func:`UpsampleNearestExact3d`: the same for the forward operator
+  (``torch.ops.aten._upsample_nearest_exact3d``; the graph-IR op with its ``output_size`` and ``scale_*`` attrs).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from acl_bindings import AclnnParamError, AclTypeError
 
 from ._env import default_device
 from ._torch_host import host_view
+from .forward import PHASE1 as FORWARD_PHASE1
 from .op import PHASE1
 from .session import Session
 
-__all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "default_session",
-           "close_default_session"]
+__all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "upsample_nearest_exact3d",
+           "UpsampleNearestExact3d", "default_session", "close_default_session"]
 
 _lock = threading.Lock()
 _default: Optional[Session] = None
@@ -148,3 +151,38 @@ def _all_zero_ints(values: Any) -> bool:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) != 3:
         return False
     return all(isinstance(v, (numbers.Integral, np.integer)) and _is_zero(v) for v in values)
+
+
+def upsample_nearest_exact3d(input: Any, output_size: Sequence[int], scales_d: Optional[float] = None,
+                             scales_h: Optional[float] = None, scales_w: Optional[float] = None, *,
+                             layout: str = "NCDHW", out: Any = None, strict: bool = True) -> Any:
+    """``F.interpolate(x, size=output_size, mode="nearest-exact")`` on a 5-D tensor, computed by the operator.
+
+    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d``; numpy (or CPU torch tensors) in,
+    numpy out, on the default session.
+
+    >>> import numpy as np
+    >>> x = np.arange(1, 49, dtype=np.float32).reshape(2, 2, 2, 2, 3)
+    >>> upsample_nearest_exact3d(x, (1, 1, 1)).ravel().tolist()
+    [11.0, 23.0, 35.0, 47.0]
+    """
+    with _on_default_session() as session:
+        return session.forward(input, output_size, scales_d, scales_h, scales_w, layout=layout, out=out,
+                               strict=strict)
+
+
+def UpsampleNearestExact3d(x: Any, output_size: Sequence[int], scale_d: float = 0.0, scale_h: float = 0.0,
+                           scale_w: float = 0.0, *, layout: str = "NCDHW", strict: bool = True) -> Any:
+    """The graph-IR form (``REG_OP(UpsampleNearestExact3d)``: input x, output y, attr ``output_size``, attrs
+    ``scale_d``, ``scale_h``, ``scale_w`` with default 0.0).
+
+    The attrs are taken as scales (output over input), as the aclnn API takes them; 0 is "not given".
+    (In the graph itself their meaning depends on the SoC: the A2/A3 tiling reads a positive attr as the
+    ratio input/output, the Ascend950's as the scale; facts §5.)
+    """
+    scales: list[Optional[float]] = []
+    for name, s in (("scale_d", scale_d), ("scale_h", scale_h), ("scale_w", scale_w)):
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (numbers.Real, np.floating, np.integer)):
+            raise AclTypeError(161002, FORWARD_PHASE1, f"{name}: expected a float, got {type(s).__name__} {s!r}")
+        scales.append(None if s == 0 else float(s))
+    return upsample_nearest_exact3d(x, output_size, *scales, layout=layout, strict=strict)

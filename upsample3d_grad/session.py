@@ -31,6 +31,7 @@ from acl_bindings._types import int32_arg
 from acl_bindings.calls import run_all
 
 from . import checks
+from . import forward as _forward
 from ._torch_host import host_view, is_tensor
 from .fastpath import PreparedCall
 from .op import OP
@@ -160,7 +161,15 @@ class Session(_generic.Session):
                                                         "(negative, or more bytes than 64-bit sizes hold)")
         return cast(DeviceArray, self._empty_contiguous(shape, dt, layout))
 
-    # ------------------------------------------------------------------ the operator
+    # ------------------------------------------------------------------ the operators
+    def forward(self, input: Any, output_size: Sequence[int], scales_d: Optional[float] = None,
+                scales_h: Optional[float] = None, scales_w: Optional[float] = None, *, layout: str = "NCDHW",
+                out: Any = None, strict: bool = True) -> Any:
+        """Nearest-exact 3-D upsampling (``aclnnUpsampleNearestExact3d``): numpy, CPU torch tensors or device
+        arrays in; numpy (or a device array, or *out*) out.  See :func:`upsample3d_grad.forward.forward`."""
+        return _forward.forward(self, input, output_size, scales_d, scales_h, scales_w, layout=layout, out=out,
+                                strict=strict)
+
     def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
                  scales_d: Optional[float] = None, scales_h: Optional[float] = None,
                  scales_w: Optional[float] = None, *, layout: str = "NCDHW",
