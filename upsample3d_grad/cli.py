@@ -339,6 +339,8 @@ def _row(k: int, total: int, entry: dict[str, Any]) -> str:
     head = f"[{k:>3}/{total}] {status:<5} {entry['name']:<44}"
     if entry["kind"] == "bad_input":
         tail = f"expected {entry['expected_code']}, got {entry['got_code']}"
+    elif entry["kind"] == "adjoint":
+        tail = entry["message"]
     else:
         shape = "x".join(str(n) for n in entry["shape"])
         ws = entry["workspace_size"]

@@ -23,6 +23,10 @@ Each case is compared with :func:`upsample3d_grad.reference.upsample_nearest_exa
   ``|got - ref| <= eps(dtype) * |ref| + 1e-5 * window`` (eps = 2**-10 for float16,
   2**-7 for bfloat16).
 
+The adjoint family (:mod:`upsample3d_grad.adjoint_cases`) runs the forward and the backward on the
+device and checks them against each other (every dtype and layout; with and without scales; tie
+and non-tie shapes), with the residual the two index laws predict.
+
 The bad-input table is :data:`upsample3d_grad.checks.BAD_CASES` (those CANN itself
 checks), run through the faithful two-phase API with the host checks bypassed: each
 case's tensors are aclTensors with its dtype, format and shape over a small device
@@ -56,6 +60,7 @@ from acl_bindings.enums import dtype_name, enum_name
 
 from . import checks, hostinfo, reference
 from ._api import OP, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
+from .adjoint_cases import AdjointCase, adjoint_matrix, run_adjoint_case
 from .session import Session
 
 __all__ = [
@@ -400,12 +405,15 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def iter_results(session: Session, cases: Sequence[SmokeCase], bad: Sequence[checks.BadCase],
-                 soc: str = "") -> Iterator[dict[str, Any]]:
-    """Run every compute case, then every bad-input case, yielding each result as it finishes."""
+                 soc: str = "", adjoint: Sequence[AdjointCase] = ()) -> Iterator[dict[str, Any]]:
+    """Run every compute case, every bad-input case, then every adjoint check, yielding each result as it finishes."""
     for case in cases:
         yield run_compute_case(session, case)
     for bad_case in bad:
         yield run_bad_case(session, bad_case, soc)
+    for adjoint_case in adjoint:
+        yield run_adjoint_case(session, adjoint_case, _base_entry(session.device.id, "adjoint", adjoint_case.name),
+                               soc)
 
 
 def repeat_identical(session: Session, case: SmokeCase) -> bool | None:
@@ -590,11 +598,12 @@ def run_device(device_id: int, quick: bool, env: dict[str, Any],
     """
     cases = build_matrix(quick)
     bad = bad_cases()
-    total = len(cases) + len(bad)
+    adjoint = adjoint_matrix(quick)
+    total = len(cases) + len(bad) + len(adjoint)
     results: list[dict[str, Any]] = []
     with Session(device_id, plans=plans) as session:
         mem = session.device.mem_info()
-        for k, entry in enumerate(iter_results(session, cases, bad, env.get("soc_name", "")), 1):
+        for k, entry in enumerate(iter_results(session, cases, bad, env.get("soc_name", ""), adjoint), 1):
             results.append(entry)
             if progress is not None:
                 progress(k, total, entry)

@@ -13,9 +13,9 @@ from acl_bindings import AclnnParamError, Device, DeviceBuffer, IntArray, Stream
 from upsample3d_grad import (
     Session,
     UpsampleNearestExact3d,
-    close_default_session,
     aclnnUpsampleNearestExact3d,
     aclnnUpsampleNearestExact3dGetWorkspaceSize,
+    close_default_session,
     reference_forward,
     upsample_nearest_exact3d,
 )
@@ -115,3 +115,18 @@ def test_the_device_adjoint_check_catches_a_wrong_forward_law(no_leaks: None, se
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CANN_SIM_TEST_FORWARD_LAW", "ceil")
     assert not device_adjoint_check(session, (2, 3, 3, 4, 5), (7, 9, 11)).passed
+
+
+def test_the_smoke_adjoint_family(no_leaks: None, session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    from upsample3d_grad import smoke
+    from upsample3d_grad.adjoint_cases import adjoint_matrix
+
+    cases = adjoint_matrix()
+    assert {c.dtype for c in cases} == {"float32", "float16", "bfloat16"} and {c.layout for c in cases} == {
+        "NCDHW", "NDHWC"} and any(c.scales[0] for c in cases) and any(not c.scales[0] for c in cases)
+    entries = list(smoke.iter_results(session, [], [], "", cases))
+    assert [e["status"] for e in entries] == ["pass"] * len(cases), [e["message"] for e in entries]
+    monkeypatch.setenv("CANN_SIM_TEST_FORWARD_LAW", "ceil")  # test-only: a wrong forward law
+    wrong = list(smoke.iter_results(session, [], [], "", cases))
+    failed = [e["name"] for e in wrong if e["status"] == "fail"]
+    assert len(failed) >= len(cases) // 2 and all(e["kind"] == "adjoint" for e in wrong), failed

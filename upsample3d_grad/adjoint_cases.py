@@ -1,0 +1,79 @@
+"""The smoke family of adjoint checks: forward and backward on the device, checked against each other.
+
+Each case runs :func:`upsample3d_grad.adjoint.device_adjoint_check` for one dtype, layout and shape (with and
+without scales, at shapes where the two kernels' float32 laws meet at ties and where they do not); the
+report entry says the residual, its prediction and the bound.  Nothing here depends on the CPU reference's
+values: only on its reading of the two index laws, which predicts the residual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import ml_dtypes
+import numpy as np
+
+from acl_bindings import AclError
+
+from .adjoint import device_adjoint_check
+from .reference_forward import soc_family
+
+__all__ = ["AdjointCase", "adjoint_matrix", "run_adjoint_case"]
+
+_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+           "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+# (label, input N,C,D,H,W, output size, scales): ties from the facts (§6.4) and shapes without ties
+_SHAPES: list[tuple[str, tuple[int, ...], tuple[int, int, int], tuple[Optional[float], ...]]] = [
+    ("ties", (2, 3, 2, 3, 2), (41, 7, 5), (None, None, None)),
+    ("scaled-ties", (2, 3, 27, 4, 2), (8, 9, 3), (0.3, 2.25, 1.5)),
+    ("no-ties", (2, 3, 3, 4, 5), (7, 9, 11), (None, None, None)),
+    ("scaled-no-ties", (1, 2, 2, 2, 3), (4, 6, 3), (2.0, 3.0, 1.0)),
+]
+
+
+@dataclass(frozen=True)
+class AdjointCase:
+    """One adjoint check: shape, scales, dtype and layout."""
+
+    name: str
+    dtype: str
+    layout: str
+    input_size: tuple[int, ...]
+    output_size: tuple[int, int, int]
+    scales: tuple[Optional[float], ...]
+
+
+def adjoint_matrix(quick: bool = False) -> list[AdjointCase]:
+    """Every dtype and layout for every shape (quick: float32 in both layouts, and every dtype once)."""
+    cases = []
+    for label, isz, osz, scales in _SHAPES:
+        for dtype in _DTYPES:
+            for layout in ("NCDHW", "NDHWC"):
+                if quick and dtype != "float32" and layout == "NDHWC":
+                    continue
+                cases.append(AdjointCase(f"adjoint-{label}-{dtype}-{layout}", dtype, layout, isz, osz, scales))
+    return cases
+
+
+def run_adjoint_case(session: Any, case: AdjointCase, entry: dict[str, Any], soc: str = "") -> dict[str, Any]:
+    """Run *case* on *session* and fill the report *entry* (a smoke entry of kind ``"adjoint"``)."""
+    n, c, d, h, w = case.input_size
+    entry.update(dtype=case.dtype, layout=case.layout, mode="scales" if case.scales[0] else "sizes",
+                 output_size=list(case.output_size), input_size=list(case.input_size),
+                 scales=[float(s or 0.0) for s in case.scales],
+                 tolerance="|residual - predicted| <= the rounding bound of B(g)")
+    try:
+        result = device_adjoint_check(session, case.input_size, case.output_size, case.scales,
+                                      dtype=_DTYPES[case.dtype], layout=case.layout, soc=soc_family(soc))
+    except AclError as exc:
+        entry["got_code"], entry["message"] = exc.code, str(exc).splitlines()[0]
+        return entry
+    except Exception as exc:  # a smoke run reports every failure and goes on with the next case
+        entry["message"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return entry
+    entry["got_code"] = 0
+    entry["max_abs_err"] = abs(result.residual - result.predicted)
+    entry["status"] = "pass" if result.passed else "fail"
+    entry["message"] = result.describe()
+    return entry
