@@ -8,6 +8,7 @@ values: only on its reading of the two index laws, which predicts the residual.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -63,6 +64,7 @@ def run_adjoint_case(session: Any, case: AdjointCase, entry: dict[str, Any], soc
                  output_size=list(case.output_size), input_size=list(case.input_size),
                  scales=[float(s or 0.0) for s in case.scales],
                  tolerance="|residual - predicted| <= the rounding bound of B(g)")
+    t0 = time.perf_counter()
     try:
         result = device_adjoint_check(session, case.input_size, case.output_size, case.scales,
                                       dtype=_DTYPES[case.dtype], layout=case.layout, soc=soc_family(soc))
@@ -72,6 +74,7 @@ def run_adjoint_case(session: Any, case: AdjointCase, entry: dict[str, Any], soc
     except Exception as exc:  # a smoke run reports every failure and goes on with the next case
         entry["message"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return entry
+    entry["time_ms"] = (time.perf_counter() - t0) * 1e3  # wall time: both uploads, both operators, both downloads
     entry["got_code"] = 0
     entry["max_abs_err"] = abs(result.residual - result.predicted)
     entry["status"] = "pass" if result.passed else "fail"

@@ -94,18 +94,8 @@ class PreparedCall(prepared.PreparedCall):
     strict:
         Passed to :func:`~upsample3d_grad.checks.check_params`.
 
-    Attributes
-    ----------
-    plan:
-        Whether a repeatable executor is in use.
-    fallback:
-        The error text when repeatable mode was refused, else None.
-    workspace_size:
-        Bytes of workspace phase 1 asked for (at preparation).
-    calls:
-        Completed calls.
-    retry_after:
-        One-shot calls after a refused plan before the next request (class attribute, 64).
+    Attributes: those of :class:`acl_bindings.prepared.PreparedCall` (``plan``, ``fallback``,
+    ``workspace_size``, ``calls``, ``retry_after``).
     """
 
     def __init__(self, session: Session, grad_output: DeviceArray, output_size: Sequence[int],

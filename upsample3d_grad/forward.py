@@ -31,7 +31,8 @@ from ._torch_host import host_view, is_tensor
 from .checks import TensorSpec, check_output_memory, spec_of
 from .reference_forward import soc_family
 
-__all__ = ["OP", "PHASE1", "forward", "aclnnUpsampleNearestExact3dGetWorkspaceSize", "aclnnUpsampleNearestExact3d"]
+__all__ = ["OP", "PHASE1", "forward", "result_shape", "aclnnUpsampleNearestExact3dGetWorkspaceSize",
+           "aclnnUpsampleNearestExact3d"]
 
 #: The operator, declared by name and argument schema (phase 1's arguments in C order).
 OP = TwoPhaseOp("UpsampleNearestExact3d", (
@@ -109,7 +110,7 @@ def forward(session: Any, input: Any, output_size: Sequence[int], scales_d: Opti
         x_spec = _spec(x) if isinstance(x, DeviceArray) else spec_of(x, layout, "self", PHASE1)
         if x_spec is None:
             raise AclnnParamError(161001, PHASE1, "self (input): expected a value but got None (a null pointer)")
-        y_spec = (TensorSpec(_result_shape(x_spec, output_size), x_spec.dtype, x_spec.format) if y is None
+        y_spec = (TensorSpec(result_shape(x_spec, output_size), x_spec.dtype, x_spec.format) if y is None
                   else _spec(y) if isinstance(y, DeviceArray) else spec_of(y, layout, "out", PHASE1))
         scales = forward_checks.check_forward_params(x_spec, output_size, scales_d, scales_h, scales_w, y_spec,
                                                      soc=_soc(), strict=strict)
@@ -151,7 +152,7 @@ def _track(arr: Any, owned: list[Any]) -> Any:
     return arr
 
 
-def _result_shape(x_spec: TensorSpec, output_size: Any) -> tuple[int, ...]:
+def result_shape(x_spec: TensorSpec, output_size: Any) -> tuple[int, ...]:
     """out's shape for *output_size*; ``(-1,)`` when the input cannot give one (the checks then report why)."""
     try:
         osz = tuple(int(v) for v in output_size)

@@ -43,10 +43,13 @@ from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, te
 from . import checks
 from ._torch_host import host_view
 from .api import _on_default_session
+from .forward import OP as FORWARD
+from .forward import result_shape
+from .forward_checks import check_forward_params
 from .op import OP
 
-__all__ = ["tensor_to_numpy", "numpy_to_tensor", "backward_torch", "describe_tensor", "TorchDescription",
-           "run_on_storage", "is_tensor", "host_view"]
+__all__ = ["tensor_to_numpy", "numpy_to_tensor", "backward_torch", "forward_torch", "describe_tensor",
+           "TorchDescription", "run_on_storage", "run_borrowed", "is_tensor", "host_view"]
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
@@ -57,14 +60,13 @@ _PLAIN_FORMATS = (2, 27, 30)
 
 class TorchDescription(TensorDescription):
     """How a tensor is described to aclnn (:class:`acl_bindings.torch.TensorDescription`), for the operator's
-    dtypes (float32, float16, bfloat16; another is a 161002 naming gradOut)."""
+    dtypes (float32, float16, bfloat16; another is a 161002 naming *param* of *func*, gradOut by default)."""
 
-    def __init__(self, t: Any) -> None:
+    def __init__(self, t: Any, param: str = "gradOut", func: str = checks.PHASE1) -> None:
         torch = torch_module()
         table = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16), torch.bfloat16: _BF16}
         if t.dtype not in table:
-            raise AclnnParamError(161002, checks.PHASE1,
-                                  f"gradOut: dtype must be {checks.SUPPORTED_NAMES}, got {t.dtype}")
+            raise AclnnParamError(161002, func, f"{param}: dtype must be {checks.SUPPORTED_NAMES}, got {t.dtype}")
         super().__init__(t, table[t.dtype])
 
 
@@ -133,6 +135,39 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
     return numpy_to_tensor(result)
 
 
+def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None = None,
+                  scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
+                  out: Any = None, return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
+    """Nearest-exact 3-D upsampling (the forward) for torch tensors, as :func:`backward_torch` for the backward.
+
+    *input* is a CPU or NPU (torch_npu) tensor or a numpy array; an NPU tensor is used in place (an aclTensor
+    over its storage, the result allocated on its device or written into *out*, the kernel queued on torch_npu's
+    current stream, no sync).  Other arguments as :meth:`upsample3d_grad.Session.forward`.
+    """
+    if return_type not in ("torch", "numpy"):
+        raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
+    if is_tensor(input) and input.device.type != "cpu":
+        if input.device.type != "npu":
+            raise TypeError(f"input is on {input.device}: only CPU and NPU (torch_npu) tensors are supported")
+        return _forward_npu(input, output_size, (scales_d, scales_h, scales_w), layout, out, return_type, strict)
+    x = tensor_to_numpy(input) if is_tensor(input) else input
+    if out is not None and not (is_tensor(out) or isinstance(out, np.ndarray)):
+        raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
+    out_np = tensor_to_numpy(out) if is_tensor(out) else out  # a tensor shares memory: the result lands in it
+    if session is None:
+        with _on_default_session() as default:
+            result = default.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
+                                     strict=strict)
+    else:
+        result = session.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
+                                 strict=strict)
+    if return_type == "numpy":
+        return result
+    if out is not None and is_tensor(out):
+        return out
+    return numpy_to_tensor(result)
+
+
 # --------------------------------------------------------------------------- NPU tensors (torch_npu)
 
 def _mapped_runtimes() -> set[str]:
@@ -178,19 +213,17 @@ def _npu_format(t: Any) -> int | None:
         return None
 
 
-def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int],
-                  scales: tuple[float | None, float | None, float | None], layout: str, out: Any,
-                  return_type: str, strict: bool) -> Any:
+def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]:
+    """torch and torch_npu, after checking that the tensors are plain-format tensors on one NPU of the runtime
+    this binding loaded (names in errors from *tensors*; *func* names the phase-1 function)."""
     torch = torch_module()
     try:
         import torch_npu
     except ImportError as exc:
-        raise ImportError("grad_output is on an NPU but torch_npu cannot be imported") from exc
-    backend = load_backend()
-    _check_same_runtime(backend)
-    fmt = checks.layout_format(layout)
-    device = go.device
-    for name, t in (("grad_output", go), ("out", out)):
+        raise ImportError(f"{tensors[0][0]} is on an NPU but torch_npu cannot be imported") from exc
+    _check_same_runtime(load_backend())
+    device = tensors[0][1].device
+    for name, t in tensors:
         if t is None:
             continue
         if not is_tensor(t) or t.device != device:
@@ -198,9 +231,31 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
                             f"{t.device if is_tensor(t) else type(t).__name__}")
         npu_fmt = _npu_format(t)
         if npu_fmt is not None and npu_fmt not in _PLAIN_FORMATS:
-            raise AclnnParamError(161002, checks.PHASE1,
+            raise AclnnParamError(161002, func,
                                   f"{name}: the tensor uses the NPU-private format {npu_fmt}; convert it first "
                                   "with torch_npu.npu_format_cast(t, 2) (ND)")
+    return torch, torch_npu
+
+
+def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch_npu: Any) -> int:
+    """Run *op* on borrowed NPU memory: workspace from torch's caching allocator, torch_npu's current stream."""
+    def workspace(n: int) -> tuple[int, Any]:
+        t = torch.empty(n, dtype=torch.uint8, device=device)  # stream-ordered caching allocator
+        return int(t.data_ptr()), t
+
+    def stream() -> int:
+        # this drains torch_npu's task queue, so earlier torch work reaches the stream before our kernel
+        return int(torch_npu.npu.current_stream(device).npu_stream)
+
+    with torch_npu.npu.device(device.index):
+        return run_borrowed(op, values, workspace, stream)
+
+
+def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int],
+                  scales: tuple[float | None, float | None, float | None], layout: str, out: Any,
+                  return_type: str, strict: bool) -> Any:
+    torch, torch_npu = _npu_setup((("grad_output", go), ("out", out)), checks.PHASE1)
+    fmt = checks.layout_format(layout)
     go_desc = TorchDescription(go)
     go_spec = checks.TensorSpec(go_desc.shape, _acl_dtype(go_desc.dtype), int(fmt))
     if out is None:
@@ -211,18 +266,31 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
     checks.check_params(go_spec, output_size, input_size, *scales, gi_spec, strict=strict)  # before any allocation
     sd, sh, sw = checks.normalize_scales(*scales)
     if out is None:
-        out = torch.empty(gi_spec.shape, dtype=go.dtype, device=device)
-    gi_desc = TorchDescription(out)
-    def workspace(n: int) -> tuple[int, Any]:
-        t = torch.empty(n, dtype=torch.uint8, device=device)  # stream-ordered caching allocator
-        return int(t.data_ptr()), t
+        out = torch.empty(gi_spec.shape, dtype=go.dtype, device=go.device)
+    values = (go_desc.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), sd, sh, sw,
+              TorchDescription(out).arg(fmt))
+    _npu_launch(OP, values, go.device, torch, torch_npu)
+    if return_type == "numpy":
+        return tensor_to_numpy(out.cpu())
+    return out
 
-    def stream() -> int:
-        # this drains torch_npu's task queue, so earlier torch work reaches the stream before our kernel
-        return int(torch_npu.npu.current_stream(device).npu_stream)
 
-    with torch_npu.npu.device(device.index):
-        run_on_storage(go_desc, gi_desc, output_size, input_size, (sd, sh, sw), fmt, workspace, stream)
+def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None, float | None, float | None],
+                 layout: str, out: Any, return_type: str, strict: bool) -> Any:
+    torch, torch_npu = _npu_setup((("input", x), ("out", out)), FORWARD.phase1_name)
+    fmt = checks.layout_format(layout, FORWARD.phase1_name)
+    x_desc = TorchDescription(x, "self", FORWARD.phase1_name)
+    x_spec = checks.TensorSpec(x_desc.shape, _acl_dtype(x_desc.dtype), int(fmt))
+    if out is None:
+        y_spec = checks.TensorSpec(result_shape(x_spec, output_size), x_spec.dtype, int(fmt))
+    else:
+        out_desc = TorchDescription(out, "out", FORWARD.phase1_name)
+        y_spec = checks.TensorSpec(out_desc.shape, _acl_dtype(out_desc.dtype), int(fmt))
+    sd, sh, sw = check_forward_params(x_spec, output_size, *scales, y_spec, strict=strict)  # before any allocation
+    if out is None:
+        out = torch.empty(y_spec.shape, dtype=x.dtype, device=x.device)
+    values = (x_desc.arg(fmt), tuple(int(v) for v in output_size), sd, sh, sw, TorchDescription(out).arg(fmt))
+    _npu_launch(FORWARD, values, x.device, torch, torch_npu)
     if return_type == "numpy":
         return tensor_to_numpy(out.cpu())
     return out
@@ -241,6 +309,14 @@ def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequ
     workspace size.  Used for NPU tensors by :func:`backward_torch`; the simulator tests
     drive it with torch tensors over simulator device memory.
     """
+    values = (go.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales,
+              gi.arg(fmt))
+    return run_borrowed(OP, values, workspace, stream)
+
+
+def run_borrowed(op: Any, values: tuple[Any, ...], workspace: Callable[[int], tuple[int, Any]],
+                 stream: Callable[[], int]) -> int:
+    """One-shot call of *op* on borrowed memory (*values* in its schema order; see :func:`run_on_storage`)."""
     keep: list[Any] = []
 
     def reserve(n: int) -> int:
@@ -248,9 +324,7 @@ def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequ
         keep.append(kept)  # released after the launch: the allocator orders its reuse on the stream
         return address
 
-    values = (go.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales,
-              gi.arg(fmt))
-    return run_once(OP, values, reserve, stream)  # a borrowed aclrtStream, not an acl_bindings.Stream
+    return run_once(op, values, reserve, stream)  # a borrowed aclrtStream, not an acl_bindings.Stream
 
 
 def _acl_dtype(dt: np.dtype) -> int:

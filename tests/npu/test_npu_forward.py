@@ -82,3 +82,19 @@ def test_forward_matches_torch_npu(session: Any, torch_npu_mod: Any) -> None:
     ours = session.forward(x, (11, 9, 7))
     theirs = torch.ops.aten._upsample_nearest_exact3d(torch.from_numpy(x).to(f"npu:{DEVICE}"), [11, 9, 7])
     assert np.array_equal(ours, theirs.cpu().numpy())
+
+
+@pytest.mark.parametrize("tdtype", ["float32", "float16", "bfloat16"])
+def test_forward_torch_on_npu_tensors_in_place(session: Any, torch_npu_mod: Any, tdtype: str) -> None:
+    if torch_npu_mod is None:
+        pytest.skip("torch_npu is not installed")
+    import torch
+
+    from upsample3d_grad.torch_interop import forward_torch
+
+    dt = getattr(torch, tdtype)
+    x = torch.randn(2, 3, 5, 4, 3).to(dt).to(f"npu:{DEVICE}")
+    out = torch.empty(2, 3, 11, 9, 7, dtype=dt, device=x.device)
+    assert forward_torch(x, (11, 9, 7), out=out) is out  # in place, on torch_npu's current stream
+    theirs = torch.ops.aten._upsample_nearest_exact3d(x, [11, 9, 7])
+    assert torch.equal(out.cpu(), theirs.cpu())

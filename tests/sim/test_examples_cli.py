@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from upsample3d_grad import _schema, smoke
+from upsample3d_grad.adjoint_cases import adjoint_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = ["36", "100", "164", "228"]
@@ -141,7 +142,7 @@ def test_run(tmp_path: Path) -> None:
 def _check_report(path: Path, devices: int, quick: bool) -> dict[str, Any]:
     data = json.loads(path.read_text())
     _schema.validate(data)
-    per_device = len(smoke.build_matrix(quick)) + len(smoke.bad_cases())
+    per_device = len(smoke.build_matrix(quick)) + len(smoke.bad_cases()) + len(adjoint_matrix(quick))
     assert data["summary"] == {"total": per_device * devices, "passed": per_device * devices, "failed": 0,
                                "errors": 0, "skipped": 0, "ok": True}
     assert [d["id"] for d in data["devices"]] == list(range(devices))
@@ -161,7 +162,7 @@ def test_smoke_quick_json(tmp_path: Path) -> None:
     proc = run(["-m", "upsample3d_grad", "smoke", "--quick", "--json", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert first_line(proc).startswith("upsample3d-grad smoke: backend sim")
-    total = len(smoke.build_matrix(True)) + len(smoke.bad_cases())
+    total = len(smoke.build_matrix(True)) + len(smoke.bad_cases()) + len(adjoint_matrix(True))
     rows = re.findall(rf"^\[\s*(\d+)/{total}\] PASS ", proc.stdout, re.M)
     assert [int(r) for r in rows] == list(range(1, total + 1))  # one progress line per case, in order
     data = _check_report(out, 1, True)

@@ -97,3 +97,39 @@ def test_cpu_tensors_round_trip_through_backward_torch(session: Session) -> None
     got = backward_torch(g, (4, 6, 8), (1, 2, 2, 3, 4), session=session)
     want = reference.upsample_nearest_exact3d_backward(tensor_to_numpy(g), (4, 6, 8), (1, 2, 2, 3, 4))
     assert torch.allclose(got, torch.from_numpy(want), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+def test_the_forward_on_borrowed_memory(session: Session, no_leaks, layout: str) -> None:
+    from upsample3d_grad import reference_forward
+    from upsample3d_grad.forward import OP as FORWARD
+    from upsample3d_grad.torch_interop import run_borrowed
+
+    x_shape = (2, 3, 2, 3, 2) if layout == "NCDHW" else (2, 2, 3, 2, 3)
+    y_shape = (2, 3, 41, 7, 5) if layout == "NCDHW" else (2, 41, 7, 5, 3)
+    host = np.random.default_rng(2).standard_normal(x_shape).astype(np.float32)
+    fmt = Format.NCDHW if layout == "NCDHW" else Format.NDHWC
+    with DeviceBuffer(session.device, host.nbytes) as x_buf, \
+            DeviceBuffer(session.device, int(np.prod(y_shape)) * 4) as y_buf, \
+            DeviceBuffer(session.device, 1 << 20) as ws_buf:
+        x_buf.upload(host)
+        x_t, y_t = over(x_buf, torch.float32).view(x_shape), over(y_buf, torch.float32).view(y_shape)
+        values = (describe_tensor(x_t).arg(fmt), (41, 7, 5), 0.0, 0.0, 0.0, describe_tensor(y_t).arg(fmt))
+        run_borrowed(FORWARD, values, lambda n: (ws_buf.ptr, None), lambda: session.stream.handle)
+        session.synchronize()
+        got = y_buf.download(np.empty(y_shape, np.float32))
+        assert np.array_equal(got, reference_forward.upsample_nearest_exact3d_forward(host, (41, 7, 5), layout=layout))
+        del x_t, y_t
+
+
+def test_forward_torch_on_cpu_tensors(no_leaks, session: Session) -> None:
+    from upsample3d_grad.torch_interop import forward_torch
+
+    x = torch.arange(1, 49, dtype=torch.float32).reshape(2, 2, 2, 2, 3)
+    y = forward_torch(x, (1, 1, 1), session=session)
+    assert isinstance(y, torch.Tensor) and y.flatten().tolist() == [11.0, 23.0, 35.0, 47.0]
+    out = torch.zeros((2, 2, 1, 1, 1))
+    assert forward_torch(x, (1, 1, 1), out=out, session=session) is out and out.flatten().tolist()[0] == 11.0
+    assert forward_torch(x, (1, 1, 1), return_type="numpy", session=session).ravel().tolist()[3] == 47.0
+    with pytest.raises(ValueError, match="return_type"):
+        forward_torch(x, (1, 1, 1), return_type="list", session=session)
