@@ -1124,7 +1124,8 @@ ASYNC_HELPERS = """
             return len(os.listdir("/proc/self/task"))
 
         def settled_threads(n):
-            # a joined Python thread may still be listed for a moment after join() returned
+            # a joined thread (Python's or a simulator worker) may still be listed for a moment after its join
+            # returned: the kernel wakes the joiner before it removes the thread from /proc
             for _ in range(500):
                 if threads() == n:
                     return True
@@ -1162,12 +1163,12 @@ def test_work_runs_on_a_worker_after_the_call_returns(sim):
         assert rt.cannsimWorkerThreads() == 2
         ok(rt.aclrtDestroyStream(s2))
         ok(rt.aclrtDestroyStream(s))
-        assert rt.cannsimWorkerThreads() == 0 and threads() == base
+        assert rt.cannsimWorkerThreads() == 0 and settled_threads(base)
         ok(rt.aclrtFree(w))
         smp.release()
         ok(rt.aclrtResetDevice(0))
         ok(rt.aclFinalize())
-        assert threads() == base
+        assert settled_threads(base)
     """)
 
 
@@ -1224,7 +1225,7 @@ def test_timeouts_destroy_reset_and_finalize_with_queued_work(sim):
         ok(phase2(w, ws, ex, s))
         rt.cannsimSetDelay(0)
         ok(rt.aclrtDestroyStream(s))
-        assert smp.result() == [36.0, 100.0, 164.0, 228.0] and threads() == base
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0] and settled_threads(base)
         # the default stream: aclrtSynchronizeDevice, then a reset with queued work
         ok(rt.aclrtMemset(smp.dgi, 16, 0, 16))
         ws, ex = smp.phase1()
@@ -1238,7 +1239,7 @@ def test_timeouts_destroy_reset_and_finalize_with_queued_work(sim):
         ok(phase2(w, ws, ex, None))
         rt.cannsimSetDelay(0)
         ok(rt.aclrtResetDevice(0))                     # waits for the default stream, joins its worker
-        assert threads() == base
+        assert settled_threads(base)
         ok(rt.aclrtSetDevice(0))
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
         # finalize with queued work on a user stream: the work completes, every worker is joined
@@ -1251,7 +1252,7 @@ def test_timeouts_destroy_reset_and_finalize_with_queued_work(sim):
         ok(rt.aclrtMemcpyAsync(host.ctypes.data, 16, smp.dgi, 16, D2H, s))
         ok(rt.aclFinalize())
         assert host.tolist() == [36.0, 100.0, 164.0, 228.0]
-        assert rt.cannsimWorkerThreads() == 0 and threads() == base
+        assert rt.cannsimWorkerThreads() == 0 and settled_threads(base)
         for t in (smp.go, smp.gi):                     # (nnopbase objects outlive aclFinalize)
             ok(nn.aclDestroyTensor(t))
         for a in (smp.osz, smp.isz):
