@@ -21,7 +21,7 @@ array in NCDHW or NDHWC) and :meth:`Session.backward`, :meth:`Session.prepare` a
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence, Union, cast
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union, cast
 
 import numpy as np
 
@@ -76,13 +76,13 @@ class DeviceArray(_generic.DeviceArray):
 
 
 
-def _check_out_memory(out: ArrayLike) -> None:
-    """161002 when elements of gradInput (*out*, numpy or device) share memory."""
+def _check_out_memory(out: ArrayLike, param: str = "gradInput") -> None:
+    """161002 when elements of the output *param* (*out*, numpy or device) share memory."""
     if isinstance(out, DeviceArray):
         item = out.dtype.itemsize
-        checks.check_output_memory(out.shape, tuple(st * item for st in out.strides), item)
+        checks.check_output_memory(out.shape, tuple(st * item for st in out.strides), item, param)
     elif isinstance(out, np.ndarray):
-        checks.check_output_memory(out.shape, out.strides, out.itemsize)
+        checks.check_output_memory(out.shape, out.strides, out.itemsize, param)
 
 
 def _empty_dtype(dtype: Any) -> np.dtype:
@@ -101,6 +101,20 @@ def _empty_dtype(dtype: Any) -> np.dtype:
 
 
 ArrayLike = Union[np.ndarray, DeviceArray]
+
+
+class _Names(NamedTuple):
+    """How the one-call form names an operator's input and output (errors, the torch views) and its phase 1."""
+
+    in_param: str
+    in_label: str
+    out_param: str
+    out_label: str
+    func: str
+
+
+_BACKWARD_NAMES = _Names("gradOut", "gradOut (grad_output)", "gradInput", "gradInput (out)", checks.PHASE1)
+_FORWARD_NAMES = _Names("self", "self (input)", "out", "out", _forward.PHASE1)
 
 
 class Session(_generic.Session):
@@ -165,10 +179,38 @@ class Session(_generic.Session):
     def forward(self, input: Any, output_size: Sequence[int], scales_d: Optional[float] = None,
                 scales_h: Optional[float] = None, scales_w: Optional[float] = None, *, layout: str = "NCDHW",
                 out: Any = None, strict: bool = True) -> Any:
-        """Nearest-exact 3-D upsampling (``aclnnUpsampleNearestExact3d``): numpy, CPU torch tensors or device
-        arrays in; numpy (or a device array, or *out*) out.  See :func:`upsample3d_grad.forward.forward`."""
-        return _forward.forward(self, input, output_size, scales_d, scales_h, scales_w, layout=layout, out=out,
-                                strict=strict)
+        """Nearest-exact 3-D upsampling (``aclnnUpsampleNearestExact3d``, :mod:`upsample3d_grad.forward`).
+
+        Parameters
+        ----------
+        input:
+            numpy array (float32, float16, bfloat16), CPU torch tensor or device array of this session;
+            ``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC.
+        output_size:
+            ``(oD, oH, oW)``, each > 0.
+        scales_d, scales_h, scales_w:
+            Scales (output over input); None or 0 is "not given".  When all three are given, each
+            outputSize value must lie within CANN's band around ``trunc(I*s)`` (and, with *strict*,
+            equal ``floor(I*s)``).
+        layout:
+            ``"NCDHW"`` or ``"NDHWC"``, of *input* and of the result.
+        out:
+            Preallocated result (numpy, CPU torch tensor or device array), written and returned.
+        strict:
+            Enforce the documented constraints CANN leaves unchecked (:mod:`upsample3d_grad.forward_checks`).
+
+        Returns
+        -------
+        *out* when given; else numpy when *input* is numpy or a CPU tensor, a device array when it is one.
+        """
+        def check(x_spec: checks.TensorSpec, y_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
+            return _forward.check(x_spec, y_spec, output_size, scales_d, scales_h, scales_w, strict=strict)
+
+        def launch(x: DeviceArray, y: DeviceArray) -> None:
+            scales = checks.normalize_scales(scales_d, scales_h, scales_w, _forward.PHASE1)
+            self.run(_forward.OP, x, tuple(int(v) for v in output_size), *scales, y)
+
+        return self._one_call(input, out, layout, _FORWARD_NAMES, check, launch)
 
     def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
                  scales_d: Optional[float] = None, scales_h: Optional[float] = None,
@@ -198,52 +240,70 @@ class Session(_generic.Session):
         stream sync), a :class:`DeviceArray` when it is one.  A torch tensor on another device than
         the CPU raises :class:`TypeError`.
         """
-        out_tensor = out if is_tensor(out) else None
-        grad_output = host_view(grad_output, "gradOut (grad_output)")
-        out = host_view(out, "gradInput (out)", writable=True)
-        with self._lock, self._active():
-            self._check_device_arrays(grad_output, out)
-            if isinstance(out, np.ndarray) and not out.flags.writeable:
-                raise checks.AclnnParamError(161002, checks.PHASE1, "gradInput (out): the numpy array is read-only")
-            go_spec = grad_output.spec() if isinstance(grad_output, DeviceArray) else checks.spec_of(
-                grad_output, layout, "gradOut")
-            if go_spec is None:
-                raise checks.AclnnParamError(161001, checks.PHASE1, "gradOut (grad_output): expected a value but "
-                                                                    "got None (a null pointer)")
-            in_shape = checks.result_shape(input_size, layout)
-            gi_spec: Optional[checks.TensorSpec]
-            if out is None:
+        in_shape = checks.result_shape(input_size, layout)
+
+        def check(go_spec: checks.TensorSpec, gi_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
+            if gi_spec is None:
                 gi_spec = checks.TensorSpec(in_shape, go_spec.dtype, go_spec.format)
-            elif isinstance(out, DeviceArray):
-                gi_spec = out.spec()
-            else:
-                gi_spec = checks.spec_of(out, layout, "gradInput")
             # raises with CANN's code; CANN itself receives the user's scales (and applies the all-or-none rule)
             checks.cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w, gi_spec,
-                                strict=strict)
+                                       strict=strict)
+            return in_shape
+
+        def launch(go: DeviceArray, gi: DeviceArray) -> None:
+            self._launch(go, output_size, input_size, (scales_d, scales_h, scales_w), gi)
+
+        return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch)
+
+    def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,
+                  check: Callable[[checks.TensorSpec, Optional[checks.TensorSpec]], tuple[int, ...]],
+                  launch: Callable[[DeviceArray, DeviceArray], Any]) -> Any:
+        """The one-call form of an operator with one input and one output tensor (:meth:`backward`, :meth:`forward`).
+
+        numpy arrays, CPU torch tensors and device arrays of this session are taken for both.
+        ``check(in_spec, out_spec)`` runs the operator's host checks (*out_spec* is None when no *out* was
+        given) and returns the result's shape; ``launch(in_array, out_array)`` queues the operator.  Arrays
+        made here go back to the cache afterwards, on error paths too.  Returns *out* when given, else a
+        device array for a device-array input, else numpy (after a sync).
+        """
+        out_tensor = out if is_tensor(out) else None
+        inp = host_view(inp, names.in_label)
+        out = host_view(out, names.out_label, writable=True)
+        with self._lock, self._active():
+            self._check_device_arrays((inp, out), (names.in_param, names.out_param), names.func)
+            if isinstance(out, np.ndarray) and not out.flags.writeable:
+                raise checks.AclnnParamError(161002, names.func, f"{names.out_label}: the numpy array is read-only")
+            in_spec = inp.spec() if isinstance(inp, DeviceArray) else checks.spec_of(inp, layout, names.in_param,
+                                                                                     names.func)
+            if in_spec is None:
+                raise checks.AclnnParamError(161001, names.func, f"{names.in_label}: expected a value but got None "
+                                                                 "(a null pointer)")
+            out_spec = (None if out is None else out.spec() if isinstance(out, DeviceArray)
+                        else checks.spec_of(out, layout, names.out_param, names.func))
+            out_shape = check(in_spec, out_spec)
             if out is not None:
-                _check_out_memory(out)
+                _check_out_memory(out, names.out_param)
             owned: list[DeviceArray] = []
             result: ArrayLike
             try:
-                go = grad_output if isinstance(grad_output, DeviceArray) else self._track(
-                    self._upload(grad_output, layout, "gradOut", checks.PHASE1), owned)
+                src = inp if isinstance(inp, DeviceArray) else self._track(
+                    self._upload(inp, layout, names.in_param, names.func), owned)
                 if isinstance(out, DeviceArray):
-                    gi = out
+                    dst = out
                 elif out is not None:
-                    gi = self._track(self._upload(out, layout, "gradInput", checks.PHASE1), owned)
+                    dst = self._track(self._upload(out, layout, names.out_param, names.func), owned)
                 else:
-                    gi = self._track(self.empty(in_shape, go.dtype, layout), owned)
-                self._launch(go, output_size, input_size, (scales_d, scales_h, scales_w), gi)
-                if isinstance(grad_output, DeviceArray) and out is None:
-                    owned.remove(gi)
-                    result = gi
+                    dst = self._track(self.empty(out_shape, src.dtype, layout), owned)
+                launch(src, dst)
+                if isinstance(inp, DeviceArray) and out is None:
+                    owned.remove(dst)
+                    result = dst
                 elif isinstance(out, DeviceArray):
                     result = out
                 elif out is not None:
-                    result = gi.download(out)
+                    result = dst.download(out)
                 else:
-                    result = gi.download()
+                    result = dst.download()
             except BaseException:
                 # report the first error; a release refused here stays owned and is retried by close()
                 for arr in reversed(owned):
@@ -270,15 +330,16 @@ class Session(_generic.Session):
         return PreparedCall(self, grad_output, output_size, input_size, scales, out=out, plan=plan, sync=sync,
                             strict=strict)
 
-    def _check_device_arrays(self, *arrays: Any) -> None:
+    def _check_device_arrays(self, arrays: Sequence[Any], params: Sequence[str] = ("gradOut", "gradInput"),
+                             func: str = checks.PHASE1) -> None:
         """Device arrays passed in must be open and belong to this session (same device and stream)."""
-        for arr, param in zip(arrays, ("gradOut", "gradInput")):
+        for arr, param in zip(arrays, params):
             if isinstance(arr, DeviceArray):
                 arr._check_open()
                 if arr.session is not self:
                     raise checks.AclnnParamError(
-                        161002, checks.PHASE1, f"{param}: this DeviceArray belongs to another Session (device "
-                                               f"{arr.session.device.id}); upload the data to this one")
+                        161002, func, f"{param}: this DeviceArray belongs to another Session (device "
+                                      f"{arr.session.device.id}); upload the data to this one")
 
     @staticmethod
     def _require_device_array(arr: Any, param: str, rule: str) -> None:
@@ -308,7 +369,7 @@ class Session(_generic.Session):
         """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
         with self._lock, self._active():  # plans and the workspace are shared with backward() on other threads
             self._require_device_arrays(grad_output, out, "timed_backward takes device arrays")
-            self._check_device_arrays(grad_output, out)
+            self._check_device_arrays((grad_output, out))
             sd, sh, sw = checks.scale_triple(scales)
             checks.cached_check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
             _check_out_memory(out)
