@@ -80,6 +80,8 @@ def _guarded(fn: Any, mark_uses: bool = False) -> Callable[..., Any]:
 
     def call(*args: Any) -> Any:
         try:
+            if mark_uses and (objs := [a for a in args if isinstance(a, Resource)]):
+                return run_using(objs, fn, *args)
             return fn(*args)
         except ctypes.ArgumentError as exc:
             error = _argument_error(name, args, exc)
@@ -87,19 +89,8 @@ def _guarded(fn: Any, mark_uses: bool = False) -> Callable[..., Any]:
                 raise
             raise error from None
 
-    def call_marking_uses(*args: Any) -> Any:
-        try:
-            objs = [a for a in args if isinstance(a, Resource)]
-            return run_using(objs, fn, *args) if objs else fn(*args)
-        except ctypes.ArgumentError as exc:
-            error = _argument_error(name, args, exc)
-            if error is exc:
-                raise
-            raise error from None
-
-    guarded = call_marking_uses if mark_uses else call
-    guarded.__name__ = guarded.__qualname__ = name
-    return guarded
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:

@@ -98,7 +98,8 @@ def adjoint_check(x: np.ndarray, g: np.ndarray, fx: np.ndarray, bg: np.ndarray, 
         raise ValueError(f"bg: shape must be x's {x64.shape}, got {bg64.shape}")
     predicted = reference_forward.adjoint_residual(x, g, output_size, scales_d, scales_h, scales_w,
                                                    layout=layout, soc=soc)
-    mismatches = reference_forward.adjoint_mismatches(output_size, _input_size(x, layout), scales_d, scales_h,
+    isz = _input_size(x, layout)
+    mismatches = reference_forward.adjoint_mismatches(output_size, isz, scales_d, scales_h,
                                                       scales_w, soc=soc)
     osz = [int(v) for v in output_size]
     kept = [osz[k] - len(mismatches["DHW"[k]]) for k in range(3)]
@@ -106,7 +107,6 @@ def adjoint_check(x: np.ndarray, g: np.ndarray, fx: np.ndarray, bg: np.ndarray, 
     lhs_terms, rhs_terms = fx64 * g64, x64 * bg64
     lhs, rhs = float(np.sum(lhs_terms)), float(np.sum(rhs_terms))
     sums = _F64_SUMS * (float(np.sum(np.abs(lhs_terms))) + float(np.sum(np.abs(rhs_terms))))
-    isz = _input_size(x, layout)
     m = _window_max(osz, isz, (scales_d, scales_h, scales_w))
     dtype = np.asarray(bg).dtype
     ax = np.abs(x64)

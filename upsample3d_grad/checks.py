@@ -55,7 +55,8 @@ SUPPORTED_NAMES = "float32, float16 or bfloat16"
 _ITEMSIZE = {DataType.FLOAT: 4, DataType.FLOAT16: 2, DataType.BF16: 2}
 _SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
 _PY_NAMES = {"gradOut": "grad_output", "outputSize": "output_size", "inputSize": "input_size",
-             "gradInput": "grad_input", "scalesD": "scales_d", "scalesH": "scales_h", "scalesW": "scales_w"}
+             "gradInput": "grad_input", "scalesD": "scales_d", "scalesH": "scales_h", "scalesW": "scales_w",
+             "self": "input"}  # (the forward's self; its out is out in Python too)
 
 
 class MixedScalesWarning(UserWarning):

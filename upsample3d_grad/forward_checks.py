@@ -34,6 +34,7 @@ from acl_bindings import AclnnParamError, DataType, Format
 from acl_bindings.enums import dtype_name
 
 from .checks import MixedScalesWarning, TensorSpec, int_sequence, normalize_scales
+from .checks import _fail as checks_fail
 
 __all__ = [
     "FORWARD_PHASE1", "SCALE_EPSILON", "check_forward_params", "forward_result_shape", "ForwardCase",
@@ -48,14 +49,10 @@ _INT64_LIMIT = 2.0 ** 63
 _SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
 _SUPPORTED_310P = (DataType.FLOAT, DataType.FLOAT16)
 _SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
-_PY_NAMES = {"self": "input", "outputSize": "output_size", "out": "out",
-             "scalesD": "scales_d", "scalesH": "scales_h", "scalesW": "scales_w"}
 
 
 def _fail(param: str, rule: str, code: int = 161002) -> AclnnParamError:
-    py = _PY_NAMES.get(param)
-    name = f"{param} ({py})" if py and py != param else param
-    return AclnnParamError(code, FORWARD_PHASE1, f"{name}: {rule}")
+    return checks_fail(param, rule, code, FORWARD_PHASE1)  # (names the parameter in C and Python, as the backward's)
 
 
 def _layout(fmt: int) -> str:
