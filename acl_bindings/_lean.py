@@ -1,8 +1,8 @@
-"""The lean pieces of a prepared call (:mod:`acl_bindings.prepared`): function objects without per-call checks,
-C arguments built once, and the cells that hold a lean call's handles.
+"""The pieces of a prepared call (:mod:`acl_bindings.prepared`): its C functions, C arguments built once, and
+the cells that hold a one-shot call's handles.
 
-The C functions are called through their own ctypes function objects (:meth:`acl_bindings.Lib.lean`: the
-signatures of the prototype table, no argtypes, no ``errcheck``); the caller checks each status.
+The C functions are the library namespace's own unchecked functions (:meth:`acl_bindings.Lib.unchecked`: the
+table's argtypes, handle pointers as ``c_void_p``, no ``errcheck``): the caller checks each status.
 """
 
 from __future__ import annotations
@@ -17,32 +17,26 @@ from .calls import TensorArg
 from .enums import dtype_to_acl
 from .op import TwoPhaseOp
 
-__all__ = ["lean_names", "conforms", "lean_functions", "LeanFunctions", "TensorSource", "ArraySource", "Leftovers",
+__all__ = ["c_functions", "call_functions", "CallFunctions", "TensorSource", "ArraySource", "Leftovers",
            "release_leftovers"]
 
 _log = logging.getLogger("acl_bindings")
 
 
-def lean_names(op: TwoPhaseOp) -> tuple[str, ...]:
+def c_functions(op: TwoPhaseOp) -> tuple[str, ...]:
     """The C functions a prepared call of *op* uses."""
     return ("aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray", "aclDestroyIntArray", "aclDestroyAclOpExecutor",
             "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclrtSynchronizeStream", op.phase1_name,
             op.phase2_name)
 
 
-def conforms(name: str, args: Sequence[Any]) -> bool:
-    """Whether *args* fit *name*'s C signature for a lean call (see :meth:`acl_bindings.Lib.conforms`)."""
-    return bool(lib.conforms(name, args))
-
-
-class LeanFunctions:
-    """Lean function objects for one operator on the loaded backend.  Calls that only read and write host-side
-    metadata keep the GIL; phase 2 and the stream synchronisation, which may wait for the device, release it."""
+class CallFunctions:
+    """The unchecked functions (:meth:`acl_bindings.Lib.unchecked`) a prepared call of one operator uses, by
+    C name, plus ``phase1`` and ``phase2``."""
 
     def __init__(self, op: TwoPhaseOp) -> None:
-        release = {op.phase2_name, "aclrtSynchronizeStream"}
-        for name in lean_names(op):
-            setattr(self, name, lib.lean(name, release_gil=name in release))
+        for name in c_functions(op):
+            setattr(self, name, lib.unchecked(name))
         self.phase1 = getattr(self, op.phase1_name)
         self.phase2 = getattr(self, op.phase2_name)
 
@@ -50,14 +44,9 @@ class LeanFunctions:
         raise AttributeError(name)
 
 
-_fns: dict[str, LeanFunctions] = {}
-
-
-def lean_functions(op: TwoPhaseOp) -> LeanFunctions:
-    fns = _fns.get(op.name)
-    if fns is None:
-        fns = _fns[op.name] = LeanFunctions(op)
-    return fns
+def call_functions(op: TwoPhaseOp) -> CallFunctions:
+    """The :class:`CallFunctions` of *op* on the loaded backend."""
+    return CallFunctions(op)
 
 
 def _c_array(values: Sequence[int]) -> Any:
@@ -139,7 +128,7 @@ class Leftovers:
             raise_for_status(first, name)
 
 
-def release_leftovers(fns: LeanFunctions, left: Leftovers, device: Any) -> None:
+def release_leftovers(fns: CallFunctions, left: Leftovers, device: Any) -> None:
     """The finalizer net of a prepared call's per-call handles (errors are logged, never raised)."""
     if not left.busy() or not releases_allowed():
         return

@@ -17,7 +17,12 @@ failing thread, and stored in the exception.
 A closed handle object passed to a bound function raises :class:`ClosedError` (ctypes would
 report it as ``ctypes.ArgumentError``), and an interrupt is always a ``KeyboardInterrupt``.
 :meth:`Lib.unchecked` gives function objects without the Python ``errcheck``, for the calls
-whose result must be stored in the same statement (:mod:`._resource`).
+whose result must be stored in the same statement (:mod:`._resource`), and for hot loops.
+
+Speed is a property of the bound function itself: each is made for its prototype, with one
+positional parameter per C parameter, and tests for handle objects only where a handle can be
+passed (so a call with plain values is the ctypes call plus one Python frame), and the
+functions of :data:`.prototypes.HOLDS_GIL` (host metadata, never waiting) keep the GIL.
 """
 
 from __future__ import annotations
@@ -27,21 +32,24 @@ import logging
 import threading
 from ctypes import c_void_p
 from enum import IntEnum
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from . import _config, _loader
 from ._codes import ACLNN_ERR_INNER_NULLPTR
 from ._resource import Resource, run_using
 from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, ClosedError, LibraryNotFoundError
-from .prototypes import OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
+from .prototypes import HOLDS_GIL, OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
 
-__all__ = ["lib", "Lib", "LeanHandle", "lean_types", "MissingSymbolError", "recent_error_message", "show_arg",
+__all__ = ["lib", "Lib", "plain_types", "MissingSymbolError", "recent_error_message", "show_arg",
            "raise_for_status", "null_handle_error"]
 
 _log = logging.getLogger("acl_bindings")
 _OPAQUE = (aclTensor_p, aclIntArray_p, aclOpExecutor_p)
+_OPAQUE_OUT = tuple(ctypes.POINTER(t) for t in _OPAQUE)
 _BYREF = type(ctypes.byref(ctypes.c_int()))
+#: Parameter types a handle object (:class:`Resource`) may be passed for
+_HANDLE_PARAMS = (c_void_p, *_OPAQUE)
 
 
 class MissingSymbolError(LibraryNotFoundError):
@@ -73,24 +81,48 @@ def _argument_error(name: str, args: tuple[Any, ...], exc: ctypes.ArgumentError)
     return exc
 
 
-def _guarded(fn: Any, mark_uses: bool = False) -> Callable[..., Any]:
-    """*fn* with ``ctypes.ArgumentError`` turned into what it was (:func:`_argument_error`); with *mark_uses*,
-    the :class:`Resource` arguments are marked in use for the call (their ``close()`` waits for it)."""
+def _explain(name: str, args: tuple[Any, ...], exc: ctypes.ArgumentError) -> None:
+    """Raise what a ``ctypes.ArgumentError`` from *name* really was, if it was something else."""
+    error = _argument_error(name, args, exc)
+    if error is not exc:
+        raise error from None
+
+
+def _call_using(fn: Any, name: str, args: tuple[Any, ...]) -> Any:
+    """*fn(*args)* with its :class:`Resource` arguments marked in use for the call (their ``close()`` waits)."""
+    try:
+        return run_using([a for a in args if isinstance(a, Resource)], fn, *args)
+    except ctypes.ArgumentError as exc:
+        _explain(name, args, exc)
+        raise
+
+
+def _bind(fn: Any, argtypes: tuple[Any, ...], mark_uses: bool) -> Callable[..., Any]:
+    """The Python function through which the ctypes function *fn* is called: one positional parameter per C
+    parameter; ``ctypes.ArgumentError`` turned into what it was (:func:`_argument_error`); with *mark_uses*,
+    the :class:`Resource` arguments are marked in use for the call (:func:`_call_using`).  Only parameters
+    of a handle type are tested for handle objects, so a call with plain values costs one Python frame.
+
+    (Generated for the arity, as :mod:`dataclasses` generates its methods: a ``*args`` function pays for
+    the tuple and a loop on every call.)
+    """
     name = fn.__name__
-
-    def call(*args: Any) -> Any:
-        try:
-            if mark_uses and (objs := [a for a in args if isinstance(a, Resource)]):
-                return run_using(objs, fn, *args)
-            return fn(*args)
-        except ctypes.ArgumentError as exc:
-            error = _argument_error(name, args, exc)
-            if error is exc:
-                raise
-            raise error from None
-
-    call.__name__ = call.__qualname__ = name
-    return call
+    params = ", ".join(f"a{k}" for k in range(len(argtypes)))
+    handles = [f"isinstance(a{k}, Resource)" for k, t in enumerate(argtypes) if t in _HANDLE_PARAMS]
+    test = f"        if {' or '.join(handles)}:\n            return call_using(fn, name, ({params},))\n" \
+        if mark_uses and handles else ""
+    # a closure over fn (as a hand-written wrapper would be): what it calls is visible as fn's cell
+    source = (f"def make(fn, name, Resource, ArgumentError, call_using, explain):\n"
+              f"    def {name}({params}):\n{test}        try:\n            return fn({params})\n"
+              f"        except ArgumentError as exc:\n"
+              f"            explain(name, ({params}{',' if params else ''}), exc)\n            raise\n"
+              f"    return {name}\n")
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<acl_bindings.lib.{name}>", "exec"), scope)  # noqa: S102 - our own text, made above
+    bound = scope["make"](fn, name, Resource, ctypes.ArgumentError, _call_using, _explain)
+    bound.__qualname__ = f"lib.{name}"
+    bound.__doc__ = f"{name}: the C function (argtypes {', '.join(t.__name__ for t in argtypes) or 'none'})."
+    return cast(Callable[..., Any], bound)
 
 
 def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:
@@ -192,20 +224,18 @@ def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
     return _logged(check) if log else check
 
 
-class LeanHandle(c_void_p):
-    """Restype of lean handle constructors: a ``c_void_p`` subclass, so ctypes returns the object
-    itself (passed straight back to the library) rather than a Python int."""
-
-
-def lean_types(proto: Prototype) -> tuple[Any, tuple[Any, ...]]:
-    """``(restype, argtypes)`` of a prototype for a lean function: opaque handle pointers become
-    ``c_void_p`` (handle results :class:`LeanHandle`); everything else is the table's own type."""
+def plain_types(proto: Prototype) -> tuple[Any, tuple[Any, ...]]:
+    """``(restype, argtypes)`` of a prototype for an :meth:`Lib.unchecked` function: opaque handle pointers
+    become ``c_void_p`` (a handle result a Python int, or None), and pointers to them ``c_void_p *`` (an
+    out-parameter is ``byref(c_void_p())``); everything else is the table's own type."""
     _role, restype, argtypes = proto
 
     def plain(t: Any) -> Any:
-        return c_void_p if t in _OPAQUE else t
+        if t in _OPAQUE:
+            return c_void_p
+        return ctypes.POINTER(c_void_p) if t in _OPAQUE_OUT else t
 
-    return (LeanHandle if restype in _OPAQUE else restype), tuple(plain(t) for t in argtypes)
+    return plain(restype), tuple(plain(t) for t in argtypes)
 
 
 class Lib:
@@ -244,80 +274,43 @@ class Lib:
             dll = backend.handle(role)
             if not hasattr(dll, name):
                 return None
-        fn = getattr(dll, name)
+        fn = self._function(dll, name)
         fn.restype = restype
         fn.argtypes = list(argtypes)
         fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
-        guarded = _guarded(fn, mark_uses=True)  # (a handle object passed here is not closed under the call)
+        bound = _bind(fn, argtypes, mark_uses=True)  # (a handle object passed here is not closed under the call)
         with self._lock:
-            self._bound[name] = guarded
-        return guarded
+            self._bound[name] = bound
+        return bound
+
+    @staticmethod
+    def _function(dll: Any, name: str) -> Any:
+        """A new ctypes function object for *name* in *dll*: one that keeps the GIL for :data:`HOLDS_GIL`."""
+        if name in HOLDS_GIL:
+            dll = ctypes.PyDLL(dll._name, handle=dll._handle)
+        return dll[name]
 
     def unchecked(self, name: str) -> Any:
         """A function object for *name* with the table's argtypes (handle pointers as ``c_void_p``) and
         restype (a handle result as a Python int or None), **without errcheck**: the caller checks the
         result (:func:`raise_for_status`).  For calls whose result must be stored in the same statement
-        as the call (see :mod:`._resource`)."""
+        as the call (see :mod:`._resource`), and for hot paths that check the status themselves."""
         fn = self._unchecked.get(name)
         if fn is not None:
             return fn
         proto = self._prototype(name)
         if proto is None or self._raw(name) is None:
             raise MissingSymbolError(f"{name} is not exported by the loaded libraries")
-        restype, argtypes = lean_types(proto)
-        fn = self._dll_of(name)[name]  # a new function object: the bound one keeps its errcheck
-        fn.restype = c_void_p if restype is LeanHandle else restype
+        restype, argtypes = plain_types(proto)
+        fn = self._function(self._dll_of(name), name)  # a new function object: the bound one keeps its errcheck
+        fn.restype = restype
         fn.argtypes = list(argtypes)
         if _config.log_calls():  # ACL_BINDINGS_LOG_CALLS, read at bind time as for the bound functions
             fn.errcheck = _logged_unchecked(proto[1])
-        guarded = _guarded(fn)  # (its Python lines all run before the C call: the result is stored in time)
-        with self._lock:
-            self._unchecked[name] = guarded
-        return guarded
-
-    def lean(self, name: str, release_gil: bool = True) -> Any:
-        """A fresh function object for *name* for hot loops: restype from the prototype table (see
-        :func:`lean_types`), **no argtypes and no errcheck**.
-
-        The caller passes ctypes objects of exactly the table's types (check once with
-        :meth:`conforms`) and checks the result itself; ``ACL_BINDINGS_LOG_CALLS`` does not log
-        these calls.  With ``release_gil=False`` the call keeps the GIL (for sub-microsecond
-        metadata calls that never wait).
-        """
-        proto = self._prototype(name)
-        if proto is None or self._raw(name) is None:
-            raise MissingSymbolError(f"{name} is not exported by the loaded libraries")
-        dll = self._dll_of(name)
-        if not release_gil:
-            dll = ctypes.PyDLL(dll._name, handle=dll._handle)
-        fn = dll[name]  # a new function object: the bound one keeps its argtypes and errcheck
-        fn.restype = lean_types(proto)[0]
-        return fn
-
-    def conforms(self, name: str, args: Any) -> bool:
-        """Whether *args* are ctypes objects of exactly the C types of *name* (for :meth:`lean`).
-
-        None stands for a NULL pointer; a Python int is accepted for a C ``int`` (ctypes passes
-        it as one without argtypes); ``byref(x)`` and ctypes arrays for pointer arguments.
-        """
-        proto = self._prototype(name)
-        if proto is None:
-            return False
-        want = lean_types(proto)[1]
-        if len(args) != len(want):
-            return False
-        for arg, typ in zip(args, want):
-            if arg is None and issubclass(typ, (c_void_p, ctypes._Pointer)):
-                continue
-            if typ is ctypes.c_int and type(arg) is int and -(2 ** 31) <= arg < 2 ** 31:
-                continue
-            if isinstance(arg, typ):
-                continue
-            if issubclass(typ, ctypes._Pointer) and (
-                    (isinstance(arg, ctypes.Array) and arg._type_ is typ._type_) or isinstance(arg, _BYREF)):
-                continue
-            return False
-        return True
+        bound = _bind(fn, argtypes, mark_uses=False)  # (its lines all run before the C call: the result is stored
+        with self._lock:                              # in time)
+            self._unchecked[name] = bound
+        return bound
 
     def _dll_of(self, name: str) -> Any:
         role = self._prototype(name)[0]  # type: ignore[index]

@@ -35,8 +35,9 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ._lib import lib, raise_for_status
 from .enums import Format
-from .errors import AclError
+from .errors import AclError, ClosedError
 from .meta import IntArray, Tensor
 from .op import ArgKind, Executor, TwoPhaseOp, Workspace
 
@@ -166,6 +167,10 @@ class ExecutorPlan:
         #: the executor's input and output tensors, in order (input / output index k)
         self.inputs = tuple(args[i] for i in op.inputs)
         self.outputs = tuple(args[i] for i in op.outputs)
+        #: ``(schema position, tensor)`` of every input, then every output
+        self._tensors = (*zip(op.inputs, self.inputs), *zip(op.outputs, self.outputs))
+        self._phase2: Any = None  # lib.unchecked(phase 2), once the executor is repeatable
+        self._executor = c_void_p()  # the executor's handle, as phase 2 takes it
         self.runs = 0
 
     def still_open(self) -> list[Any]:
@@ -176,6 +181,8 @@ class ExecutorPlan:
         """Ask the library for a repeatable executor (raises AclError when it refuses)."""
         assert self.executor is not None
         self.executor.make_repeatable()
+        self._phase2 = lib.unchecked(self.op.phase2_name)
+        self._executor = c_void_p(self.executor.raw_handle)
 
     def rebind(self, pos: int, address: int) -> None:
         """Point the tensor at schema position *pos* at *address* (aclSetInputTensorAddr / aclSetOutputTensorAddr)."""
@@ -190,19 +197,28 @@ class ExecutorPlan:
             executor.set_output_address(k, self.outputs[k], address)
 
     def run(self, values: Sequence[Any], workspace: Workspace, stream: Any) -> int:
-        """Point the executor at *values*' addresses and queue phase 2.  Returns the workspace size."""
-        executor = self.executor
-        assert executor is not None
-        op = self.op
-        for pos, tensor in zip(op.inputs, self.inputs):
-            if values[pos].arg.address != tensor.address:
-                self.rebind(pos, values[pos].arg.address)
-        for pos, tensor in zip(op.outputs, self.outputs):
-            if values[pos].arg.address != tensor.address:
-                self.rebind(pos, values[pos].arg.address)
-        op.execute(workspace.reserve(self.workspace_size), self.workspace_size, executor, stream)
-        self.runs += 1
+        """Point the executor at *values*' addresses and queue phase 2 on *stream* (a :class:`~acl_bindings.Stream`
+        whose device is current).  Returns the workspace size."""
+        for pos, tensor in self._tensors:
+            address = values[pos].arg.address
+            if address != tensor.address:
+                self.rebind(pos, address)
+        self.launch(workspace.reserve(self.workspace_size), stream.handle)
         return self.workspace_size
+
+    def launch(self, workspace: Any, stream: Any) -> None:
+        """Phase 2 of the repeatable executor, at the addresses it points at: *workspace* (an address, or None
+        when the size is 0) and *stream* (a raw ``aclrtStream``) as phase 2 takes them; the device of the stream
+        must be current.  The hot path of every plan (:meth:`run`, :class:`acl_bindings.prepared.PreparedCall`)."""
+        executor = self.executor
+        if self._phase2 is None or executor is None or executor.closed:
+            raise ClosedError("this plan's executor is closed" if self._phase2 is not None
+                              else "this plan's executor is not repeatable (make_repeatable() first)")
+        rc = self._phase2(workspace, self.workspace_size, self._executor, stream)
+        executor.runs += 1
+        self.runs += 1
+        if rc:
+            raise_for_status(rc, self.op.phase2_name)
 
     def close(self) -> None:
         """Destroy the executor, then the tensors and arrays it refers to (each attempted; first error raised)."""
@@ -302,14 +318,16 @@ def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], O
 
 
 def launch(op: TwoPhaseOp, values: Sequence[Any], *, plans: Optional[PlanCache], workspace: Workspace, stream: Any,
-           before_evict: Callable[[], None]) -> tuple[int, str]:
+           before_evict: Callable[[], None], key: Optional[PlanKey] = None) -> tuple[int, str]:
     """One call of *op* on *stream*: a kept plan from *plans* (None: one-shot), else both phases.
 
     *before_evict* runs before a plan is evicted (it synchronises the stream when work may still use
-    it).  Returns ``(workspace size, path)``, the path being ``"plan"`` or ``"one-shot"``.
+    it).  *key* is ``plan_key(op, values)`` when the caller knows it already.  Returns ``(workspace
+    size, path)``, the path being ``"plan"`` or ``"one-shot"``.
     """
     if plans is not None:
-        key = plan_key(op, values)
+        if key is None:
+            key = plan_key(op, values)
         plan = plans.get(key, lambda: ExecutorPlan(op, values), before_evict)
         if plan is not None:
             return plan.run(values, workspace, stream), "plan"

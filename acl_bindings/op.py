@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Any, NamedTuple, Sequence
 
 from ._lib import lib, raise_for_status
-from ._resource import ClosedParameter, Resource, release_cell, releases_allowed
+from ._resource import ClosedParameter, Resource, release_cell, releases_allowed, run_using
 from ._types import aclIntArray_p, aclOpExecutor_p, aclTensor_p
 from .memory import DeviceBuffer
 from .meta import Tensor
@@ -124,6 +124,11 @@ class Executor(Resource):
             self._as_parameter_ = self.handle
 
     _as_parameter_ = ClosedParameter()
+
+    @property
+    def raw_handle(self) -> int | None:
+        """The handle as an address (None once closed or consumed), for calls that take it as a ``void *``."""
+        return self._cell.value if self._cell is not None else None
 
     def make_repeatable(self) -> None:
         """Allow repeated phase-2 runs.  Wraps: aclSetAclOpExecutorRepeatable."""
@@ -253,9 +258,10 @@ class TwoPhaseOp:
         assert cell is not None
         device = getattr(stream, "device", None)  # (a raw call may pass no Stream: the library answers)
         with device.active() if device is not None else nullcontext():
-            if executor.repeatable:
-                rc = fn(address, workspace_size, cell, stream)
-            else:  # consumed whether or not it succeeds: forgotten before the call (see release_cell)
+            if executor.repeatable:  # it outlives the call: marked in use (with the stream), so their close() waits
+                users: list[Resource] = [executor, stream] if isinstance(stream, Resource) else [executor]
+                rc = run_using(users, fn, address, workspace_size, cell, stream)
+            else:  # consumed whether or not it succeeds: forgotten right before the call (see release_cell)
                 handle, cell.value = cell.value, None
                 rc = fn(address, workspace_size, handle, stream)
                 executor._consumed()

@@ -13,10 +13,10 @@ Everything that does not change between calls is done once, at preparation:
   error paths too;
 * a workspace owned by the prepared call, kept between calls.
 
-The hot C functions are called through their own ctypes function objects
-(:meth:`acl_bindings.Lib.lean`: signatures from the prototype table, no per-call ``errcheck``);
-a non-zero status raises the same :class:`acl_bindings.AclError` (with its code and
-``aclGetRecentErrMsg`` text), a NULL handle raises code 561103.
+The C functions are the library namespace's unchecked ones (:meth:`acl_bindings.Lib.unchecked`: the
+prototype table's types, no ``errcheck``; the status is checked here); a non-zero status raises the same
+:class:`acl_bindings.AclError` (with its code and ``aclGetRecentErrMsg`` text), a NULL handle raises
+code 561103.
 
 The *owner* is what the call runs on (a session): it has ``device``, ``stream``, ``_lock`` (held by
 every call), ``closed``, ``_sync()`` (synchronise its stream) and ``clock`` (an
@@ -32,15 +32,7 @@ import weakref
 from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
-from ._lean import (
-    ArraySource,
-    Leftovers,
-    TensorSource,
-    conforms,
-    lean_functions,
-    lean_names,
-    release_leftovers,
-)
+from ._lean import ArraySource, Leftovers, TensorSource, c_functions, call_functions, release_leftovers
 from ._lib import null_handle_error, raise_for_status, recent_error_message
 from ._resource import releases_allowed
 from .calls import ExecutorPlan
@@ -48,7 +40,7 @@ from .errors import AclError, AclnnParamError, ClosedError
 from .memory import DeviceBuffer
 from .op import ArgKind, TwoPhaseOp
 
-__all__ = ["PreparedCall", "lean_names", "conforms"]
+__all__ = ["PreparedCall", "c_functions"]
 
 
 class PreparedCall:
@@ -112,7 +104,7 @@ class PreparedCall:
         with owner._lock:
             owner._check_open()
             self._values = list(values)
-            self._fns = lean_functions(op)
+            self._fns = call_functions(op)
             self._stream = c_void_p(owner.stream.handle)
             self._device = owner.device
             self._lock = owner._lock
@@ -163,14 +155,13 @@ class PreparedCall:
             prep.close()  # an executor phase 2 never ran is destroyed (cann-abi.md §1.3); each call makes its own
             self._plan = None
             self._run = self._make_oneshot()
-        self._check_conformance()
 
     def _use_plan(self) -> None:
         """Calls run phase 2 of the plan's repeatable executor from now on."""
         plan = self._plan
         assert plan is not None and plan.executor is not None
         self._ex = ctypes.cast(plan.executor.handle, c_void_p)
-        self._size = c_uint64(plan.workspace_size)
+        self._launch = plan.launch
         f, op = self._fns, self.op
         #: per tensor position: the lean address setter, its name, the index k, the tensor's handle, the tensor
         self._setters = {pos: (f.aclSetInputTensorAddr if which is op.inputs else f.aclSetOutputTensorAddr,
@@ -207,26 +198,6 @@ class PreparedCall:
         self.workspace_size = plan.workspace_size
         self.plan, self.fallback = True, None
         self._use_plan()
-        self._check_conformance()
-
-    def _check_conformance(self) -> None:
-        """Every prepared argument tuple has exactly the C types of the signature table."""
-        op = self.op
-        found: list[tuple[str, Sequence[Any]]] = [
-            ("aclCreateTensor" if op.schema[pos].is_tensor else "aclCreateIntArray", src.args)
-            for pos, src in zip(self._where, self._sources)]
-        phase1 = list(self._phase1_args)
-        for pos in self._where:
-            phase1[pos] = c_void_p()
-        found += [(op.phase1_name, phase1),
-                  (op.phase2_name, (self._ws_ptr, self._size_out, self._ex_out, self._stream)),
-                  ("aclrtSynchronizeStream", (self._stream,))]
-        if self.plan:
-            found.append((op.phase2_name, (self._ws_ptr, self._size, self._ex, self._stream)))
-            found += [(name, (self._ex, k, handle, c_void_p())) for _, name, k, handle, _ in self._setters.values()]
-        for name, args in found:
-            if not conforms(name, args):
-                raise TypeError(f"internal error: prepared arguments of {name} do not match its C signature")
 
     def _ensure_workspace(self, size: int) -> None:
         if size <= (self._ws.nbytes if self._ws is not None else 0):
@@ -317,14 +288,11 @@ class PreparedCall:
             f"strides {got.strides} offset {got.offset}")
 
     def _run_plan(self) -> None:
-        f = self._fns
         clock = self.session.clock
         clock.pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
-        rc = f.phase2(self._ws_ptr, self._size, self._ex, self._stream)
-        if rc:
-            raise_for_status(rc, self.op.phase2_name)
+        self._launch(self._ws_ptr, self._stream)  # (the plan's ExecutorPlan.launch)
         if self.sync:
-            rc = f.aclrtSynchronizeStream(self._stream)
+            rc = self._fns.aclrtSynchronizeStream(self._stream)
             if rc:
                 raise_for_status(rc, "aclrtSynchronizeStream")
             clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)

@@ -35,7 +35,7 @@ from ._types import (
     c_str,
 )
 
-__all__ = ["PROTOTYPES", "OPTIONAL", "SIM_ONLY", "Prototype", "two_phase_prototypes"]
+__all__ = ["PROTOTYPES", "OPTIONAL", "HOLDS_GIL", "SIM_ONLY", "Prototype", "two_phase_prototypes"]
 
 Prototype = tuple[str, Any, tuple[Any, ...]]
 
@@ -147,6 +147,13 @@ PROTOTYPES: dict[str, Prototype] = {
 #: Functions that may be absent from a given CANN release; bound only when present.
 OPTIONAL: frozenset[str] = frozenset({"aclsysGetVersionStr", "aclsysGetCANNVersion", "aclrtGetVersion",
                                       "aclFinalizeReference"})
+
+#: Functions that only read or write host-side metadata and never wait for the device: they are called
+#: with the GIL held (releasing and taking it again costs about as much as the call itself).
+HOLDS_GIL: frozenset[str] = frozenset({
+    "aclGetRecentErrMsg", "aclrtGetCurrentContext", "aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray",
+    "aclDestroyIntArray", "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclSetAclOpExecutorRepeatable",
+    "aclDestroyAclOpExecutor"})
 
 #: Symbols exported by the simulator alone (never by real CANN), from its runtime and nnopbase libraries.
 SIM_ONLY: dict[str, Prototype] = {

@@ -122,13 +122,13 @@ def _finalize_at_exit() -> None:
         pass  # nothing useful can be done at interpreter exit; never print from here
 
 
-_get_current: Any = None  # aclrtGetCurrentContext without argtypes or errcheck (bound on first use)
+_get_current: Any = None  # lib.unchecked("aclrtGetCurrentContext") (bound on first use)
 _ctx_out = threading.local()  # .v: this thread's (c_void_p, byref of it) for the result
 
 
 def _bind_get_current() -> Any:
     global _get_current
-    _get_current = lib.lean("aclrtGetCurrentContext", release_gil=False)
+    _get_current = lib.unchecked("aclrtGetCurrentContext")
     return _get_current
 
 

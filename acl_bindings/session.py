@@ -20,11 +20,12 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
+from ._lib import lib, raise_for_status
 from ._loader import load as load_backend
 from ._resource import releases_allowed
 from ._types import index_arg
 from .allocator import CachingAllocator, PooledBuffer, StreamClock
-from .calls import PlanCache, TensorArg, launch, run_all
+from .calls import PlanCache, PlanKey, TensorArg, launch, run_all
 from .enums import Format
 from .errors import AclnnParamError, ClosedError
 from .memory import DeviceBuffer, host_bytes, host_span
@@ -271,6 +272,7 @@ class Session:
                 self.stream.close()  # (interrupted after the stream was made: it needs the device)
             self.device.close()
             raise
+        self._synchronize_stream = lib.unchecked("aclrtSynchronizeStream")
         self._closed = False
         self.calls = 0
         self.last_workspace_size = 0
@@ -346,9 +348,16 @@ class Session:
         return f"<Session device={self.device.id} backend={self.backend.kind} ({kind}) {state}>"
 
     def synchronize(self) -> None:
-        """Wait for all work queued on the session's stream."""
-        self._check_open()
-        self._sync()
+        """Wait for all work queued on the session's stream.
+
+        It holds the session's lock, as every call that queues work does: so the stream cannot be closed
+        under it, and the synchronisation is one C call on the stream's raw handle.
+        """
+        with self._lock, self._active():
+            rc = self._synchronize_stream(self.stream._as_parameter_)
+            if rc:
+                raise_for_status(rc, "aclrtSynchronizeStream")
+            self.clock.synchronized()
 
     def _sync(self) -> None:
         self.stream.synchronize()
@@ -440,11 +449,13 @@ class Session:
                     converted.append(float(value))
             return self._run(op, converted)
 
-    def _run(self, op: TwoPhaseOp, values: Sequence[Any]) -> int:
-        """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`)."""
+    def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> int:
+        """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`; *key*:
+        the values' plan key, when the caller knows it)."""
         self._pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
         size, self.last_path = launch(op, values, plans=self.plans if self.use_plans else None,
-                                      workspace=self.workspace, stream=self.stream, before_evict=self._sync_if_pending)
+                                      workspace=self.workspace, stream=self.stream, before_evict=self._sync_if_pending,
+                                      key=key)
         self.calls += 1
         self.last_workspace_size = size
         return size

@@ -12,18 +12,17 @@ calls is done once by :meth:`Session.prepare <upsample3d_grad.Session.prepare>`:
   the executor is pointed at new device addresses (``aclSetInputTensorAddr`` /
   ``aclSetOutputTensorAddr``) only when a different :class:`~upsample3d_grad.DeviceArray` is
   passed;
-* or, with ``plan=False`` (or when the library refuses repeatable mode), a **lean one-shot**
+* or, with ``plan=False`` (or when the library refuses repeatable mode), a **one-shot**
   call: per call 2 aclTensors and 2 aclIntArrays are created from the prepared ctypes arrays,
   phase 1, phase 2, synchronisation, and the 4 handles destroyed - on error paths too;
 * a workspace owned by the prepared call, kept between calls.
 
 The machinery is generic (:class:`acl_bindings.prepared.PreparedCall`, which runs any declared
 operator); this module adds the operator's host checks and its argument names.  The C functions
-are called through their own ctypes function objects with the signatures of cann-abi.md §1.4
-(derived ctypes table; handles as ``c_void_p``) and §1.2, without the binding's per-call
-``errcheck``: a non-zero status raises the same :class:`acl_bindings.AclError` (with its code and
-``aclGetRecentErrMsg`` text), a NULL handle raises code 561103.  ``ACL_BINDINGS_LOG_CALLS`` does
-not log these calls.
+are the library namespace's unchecked ones (:meth:`acl_bindings.Lib.unchecked`: the signatures of
+cann-abi.md §1.4 and §1.2, handles as ``c_void_p``, no ``errcheck``); the status is checked by the
+call: a non-zero status raises the same :class:`acl_bindings.AclError` (with its code and
+``aclGetRecentErrMsg`` text), a NULL handle raises code 561103.
 
 Safety rules kept on every call: a closed session, prepared call or device array raises
 :class:`acl_bindings.ClosedError` before anything reaches the library; the session's lock is
@@ -55,11 +54,10 @@ from .op import OP
 if TYPE_CHECKING:
     from .session import DeviceArray, Session
 
-__all__ = ["PreparedCall", "cached_check_params", "conforms"]
+__all__ = ["PreparedCall", "cached_check_params"]
 
-#: The C functions a prepared call uses (acl_bindings.prepared.lean_names)
-_NAMES = prepared.lean_names(OP)
-conforms = prepared.conforms
+#: The C functions a prepared call uses (acl_bindings.prepared.c_functions)
+_NAMES = prepared.c_functions(OP)
 
 # ---------------------------------------------------------------------------------------------
 # The prepared call

@@ -21,6 +21,7 @@ array in NCDHW or NDHWC) and :meth:`Session.backward`, :meth:`Session.prepare` a
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Union, cast
 
 import numpy as np
@@ -28,7 +29,7 @@ import numpy as np
 from acl_bindings import AclTypeError, Event, dtype_to_acl
 from acl_bindings import session as _generic
 from acl_bindings._types import int32_arg
-from acl_bindings.calls import run_all
+from acl_bindings.calls import plan_key, run_all
 
 from . import checks
 from . import forward as _forward
@@ -102,6 +103,12 @@ def _empty_dtype(dtype: Any) -> np.dtype:
 
 ArrayLike = Union[np.ndarray, DeviceArray]
 
+#: How many :meth:`Session.backward` calls on device arrays a session remembers (:meth:`Session._remembered`)
+_REMEMBERED = 16
+_INTS = {int}
+_SCALE_TYPES = {type(None), float}
+_BOOLS = (True, False)
+
 
 class _Names(NamedTuple):
     """How the one-call form names an operator's input and output (errors, the torch views) and its phase 1."""
@@ -135,6 +142,11 @@ class Session(_generic.Session):
     """
 
     array_type = DeviceArray
+
+    def __init__(self, device_id: int = 0, *, plans: bool = True) -> None:
+        #: checked backward calls on device arrays, for :meth:`_remembered`
+        self._checked: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        super().__init__(device_id, plans=plans)
 
     # ------------------------------------------------------------------ arrays
     def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
@@ -240,6 +252,10 @@ class Session(_generic.Session):
         stream sync), a :class:`DeviceArray` when it is one.  A torch tensor on another device than
         the CPU raises :class:`TypeError`.
         """
+        remembered = self._remembered(grad_output, out, output_size, input_size, scales_d, scales_h, scales_w,
+                                      layout, strict)
+        if remembered is not None:
+            return remembered
         in_shape = checks.result_shape(input_size, layout)
 
         def check(go_spec: checks.TensorSpec, gi_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
@@ -251,9 +267,60 @@ class Session(_generic.Session):
             return in_shape
 
         def launch(go: DeviceArray, gi: DeviceArray) -> None:
-            self._launch(go, output_size, input_size, (scales_d, scales_h, scales_w), gi)
+            values = self._values(go, output_size, input_size, (scales_d, scales_h, scales_w), gi)
+            self._run(OP, values)
+            if go is grad_output and gi is out:  # device arrays in and out: checked now, remembered for next time
+                self._remember(go, gi, output_size, input_size, scales_d, scales_h, scales_w, layout, strict, values)
 
         return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch)
+
+    # ------------------------------------------------------------------ repeated calls on device arrays
+    @staticmethod
+    def _call_key(go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any, layout: Any,
+                  strict: Any) -> Optional[tuple[Any, ...]]:
+        """The key of a :meth:`backward` call on two device arrays, or None when the call is not one to remember
+        (sizes other than tuples, or arguments whose equality would hide a difference the checks see:
+        ``True == 1``, ``2.0 == 2``, ``0 == 0.0``)."""
+        if type(go) is not DeviceArray or type(gi) is not DeviceArray or type(output_size) is not tuple or \
+                type(input_size) is not tuple or type(layout) is not str or strict not in _BOOLS:
+            return None
+        sizes = output_size + input_size
+        if not _INTS.issuperset(map(type, sizes)) or type(sd) not in _SCALE_TYPES or type(sh) not in _SCALE_TYPES \
+                or type(sw) not in _SCALE_TYPES:
+            return None
+        return (id(go), id(gi), len(output_size), sizes, sd, sh, sw, layout, strict)
+
+    def _remembered(self, go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any,
+                    layout: Any, strict: Any) -> Optional[DeviceArray]:
+        """Run a :meth:`backward` call on device arrays that ran before with the very same arguments, and return its
+        result; None when it is not one (the caller then runs it in full).
+
+        The host checks of such a call are a function of what it repeats (the same two array objects, whose shape,
+        dtype, layout, strides and offset never change, and equal arguments), so they passed; what can change is
+        checked again: the session and the arrays are open.  The plan key was computed then too.
+        """
+        key = self._call_key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
+        if key is None:
+            return None
+        with self._lock, self._active():
+            entry = self._checked.get(key)
+            if entry is None or entry[0]() is not go or entry[1]() is not gi or go.buffer.closed or gi.buffer.closed:
+                return None  # (a closed array: the full call raises ClosedError)
+            self._run(OP, (go, *entry[2], gi), entry[3])
+            return gi
+
+    def _remember(self, go: DeviceArray, gi: DeviceArray, output_size: Any, input_size: Any, sd: Any, sh: Any,
+                  sw: Any, layout: str, strict: bool, values: tuple[Any, ...]) -> None:
+        """Keep what :meth:`_remembered` needs to repeat this checked call: the arrays (weakly), the other converted
+        arguments and the plan key (at most :data:`_REMEMBERED` calls, the oldest dropped first)."""
+        key = self._call_key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
+        if key is None:
+            return
+        checked = self._checked
+        checked.pop(key, None)
+        while len(checked) >= _REMEMBERED:
+            del checked[next(iter(checked))]
+        checked[key] = (weakref.ref(go), weakref.ref(gi), values[1:-1], plan_key(OP, values))
 
     def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,
                   check: Callable[[checks.TensorSpec, Optional[checks.TensorSpec]], tuple[int, ...]],
@@ -354,14 +421,17 @@ class Session(_generic.Session):
 
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 user_scales: Sequence[Optional[float]], gi: DeviceArray) -> int:
-        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size.
+        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size."""
+        return self._run(OP, self._values(go, output_size, input_size, user_scales, gi))
 
-        Every session call reaches the library here: *user_scales* are the caller's (None for
-        "not given"), converted once, in this one place, to the doubles CANN receives.
-        """
+    @staticmethod
+    def _values(go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
+                user_scales: Sequence[Optional[float]], gi: DeviceArray) -> tuple[Any, ...]:
+        """The operator's values in schema order: *user_scales* are the caller's (None for "not given"),
+        converted once, in this one place, to the doubles CANN receives."""
         sd, sh, sw = user_scales
         scales = checks.normalize_scales(sd, sh, sw)
-        return self._run(OP, (go, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales, gi))
+        return (go, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales, gi)
 
     def timed_backward(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                        scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray,

@@ -19,10 +19,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from acl_bindings import AclError, AclnnInnerError, AclParamError, ClosedError, sim
+from acl_bindings import AclError, AclnnInnerError, AclParamError, ClosedError, lib, sim
 from upsample3d_grad import Session, checks, reference
 from upsample3d_grad._api import OP
-from upsample3d_grad.fastpath import _NAMES, PreparedCall, cached_check_params, conforms
+from upsample3d_grad.fastpath import _NAMES, PreparedCall, cached_check_params
 
 P1, P2 = OP.phase1_name, OP.phase2_name
 MODES = pytest.mark.parametrize("plan", [True, False], ids=["plan", "oneshot"])
@@ -405,19 +405,19 @@ def test_every_call_of_preparation_fails_cleanly(no_leaks: None, plan: bool) -> 
 
 # --------------------------------------------------------------------------- helpers
 
-def test_conforms() -> None:
+def test_unchecked_functions_refuse_mistyped_arguments() -> None:
+    # the prepared call's C functions are lib's unchecked ones: their argtypes refuse what C would misread
     import ctypes
 
+    create = lib.unchecked("aclCreateTensor")
     dims = (ctypes.c_int64 * 5)(1, 1, 2, 2, 2)
-    good = (dims, ctypes.c_uint64(5), ctypes.c_int(0), dims, ctypes.c_int64(0), ctypes.c_int(30), dims,
-            ctypes.c_uint64(5), ctypes.c_void_p(0))
-    assert conforms("aclCreateTensor", good)
-    assert not conforms("aclCreateTensor", good[:-1])                            # arity
-    assert not conforms("aclCreateTensor", (dims, 5, *good[2:]))                 # a Python int
-    assert not conforms("aclCreateTensor", (dims, ctypes.c_int(5), *good[2:]))  # a 4-byte int for uint64_t
-    assert not conforms("aclCreateTensor", ((ctypes.c_int32 * 5)(), *good[1:]))  # int32 elements
-    assert conforms(P2, (None, ctypes.c_uint64(0), ctypes.c_void_p(1), ctypes.c_void_p(2)))
-    assert not conforms(P2, (None, ctypes.c_double(0), ctypes.c_void_p(1), ctypes.c_void_p(2)))
+    good = (dims, ctypes.c_uint64(5), 0, dims, ctypes.c_int64(0), 30, dims, ctypes.c_uint64(5), ctypes.c_void_p(0))
+    with pytest.raises(TypeError, match="positional argument"):
+        create(*good[:-1])                                                  # arity
+    with pytest.raises(ctypes.ArgumentError, match="argument 1"):
+        create((ctypes.c_int32 * 5)(), *good[1:])                           # int32 elements for int64_t *
+    with pytest.raises(ctypes.ArgumentError, match="argument 2"):
+        lib.unchecked(P2)(None, 0.5, None, None)                            # a double for uint64_t
 
 
 def test_cached_check_params_matches_and_still_fails() -> None:

@@ -240,6 +240,22 @@ def _device_call(plans: bool) -> Scenario:
     return Scenario(setup, op, op, _close)
 
 
+def _remembered_call(plans: bool) -> Scenario:
+    """Session.backward repeated on the same device arrays: the remembered call (no host checks again)."""
+    def setup() -> dict:
+        s = Session(0, plans=plans)
+        a, o = s.upload(SAMPLE), s.empty(IN_SIZE)
+        s.backward(a, OUT_SIZE, IN_SIZE, out=o)
+        return {"s": s, "a": a, "o": o, "arrays": [a, o], "sessions": [s]}
+
+    def op(state: dict) -> Any:
+        state["s"].backward(state["a"], OUT_SIZE, IN_SIZE, out=state["o"])
+        state["s"].synchronize()
+        assert state["o"].download().ravel().tolist() == EXPECTED
+
+    return Scenario(setup, op, op, _close)
+
+
 def _prepare(plan: bool) -> Scenario:
     """Session.prepare: host checks, phase 1 once, a workspace."""
     def setup() -> dict:
@@ -322,6 +338,8 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "session close": _close_session,
     "device one-shot": lambda: _device_call(plans=False),
     "device plan": lambda: _device_call(plans=True),
+    "remembered one-shot": lambda: _remembered_call(plans=False),
+    "remembered plan": lambda: _remembered_call(plans=True),
     "prepare plan": lambda: _prepare(plan=True),
     "prepare one-shot": lambda: _prepare(plan=False),
     "prepared call plan": lambda: _prepared_call(plan=True),

@@ -11,7 +11,7 @@ test-only wrong law (``CANN_SIM_TEST_FORWARD_LAW=ceil``).
 from __future__ import annotations
 
 import threading
-from ctypes import byref, c_uint64
+from ctypes import byref, c_uint64, c_void_p
 from typing import Any
 
 import ml_dtypes
@@ -34,7 +34,6 @@ from acl_bindings import (
     sim,
 )
 from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
-from acl_bindings._types import aclOpExecutor_p
 from acl_bindings.op import double, input_tensor, int_array, output_tensor
 from upsample3d_grad import reference_forward as rf
 
@@ -212,7 +211,7 @@ def test_phase1_accepts(gpu: Any, case: tuple[str, tuple[Any, ...]]) -> None:
 
 def test_null_out_parameters_come_first(gpu: Any) -> None:
     fn = lib.unchecked("aclnnUpsampleNearestExact3dGetWorkspaceSize")
-    size, executor = c_uint64(), aclOpExecutor_p()
+    size, executor = c_uint64(), c_void_p()
     assert fn(None, None, 0.0, 0.0, 0.0, None, None, byref(executor)) == NULLPTR  # before self's NULL
     assert "workspaceSize is NULL" in recent_error_message()
     assert fn(None, None, 0.0, 0.0, 0.0, None, byref(size), None) == NULLPTR

@@ -170,6 +170,20 @@ def _backward(plans: bool) -> tuple[Callable[[], dict], Callable[[dict], Any]]:
     return setup, op
 
 
+def _remembered(plans: bool) -> tuple[Callable[[], dict], Callable[[dict], Any]]:
+    def setup() -> dict:
+        s = Session(0, plans=plans)
+        go, gi = s.upload(SAMPLE), s.empty(IN_SIZE)
+        s.backward(go, OUT_SIZE, IN_SIZE, out=gi)  # checked now: the next call on these arrays is remembered
+        return {"s": s, "go": go, "gi": gi}
+
+    def op(state: dict) -> Any:
+        state["s"].backward(state["go"], OUT_SIZE, IN_SIZE, out=state["gi"])
+        state["s"].synchronize()
+
+    return setup, op
+
+
 def _prepare(plan: bool) -> tuple[Callable[[], dict], Callable[[dict], Any]]:
     def setup() -> dict:
         s = Session(0)
@@ -204,6 +218,8 @@ def _session() -> tuple[Callable[[], dict], Callable[[dict], Any]]:
 PATHS: dict[str, Callable[[], tuple[Callable[[], dict], Callable[[dict], Any]]]] = {
     "backward plans": lambda: _backward(True),
     "backward one-shot": lambda: _backward(False),
+    "remembered backward plans": lambda: _remembered(True),
+    "remembered backward one-shot": lambda: _remembered(False),
     "prepare plan": lambda: _prepare(True),
     "prepare one-shot": lambda: _prepare(False),
     "prepared call plan": lambda: _prepared_call(True),

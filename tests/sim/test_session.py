@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -236,3 +238,84 @@ def test_every_path_accepts_the_same_scales(no_leaks: None, session: Session,
         np.testing.assert_array_equal(out.download(), want)
         with session.prepare(go, *args, scales, out=out) as call:
             np.testing.assert_array_equal(call().download(), want)
+
+
+# --------------------------------------------------------------------------- repeated calls on device arrays
+
+def _calls() -> dict[str, int]:
+    from acl_bindings import sim
+    from acl_bindings.prototypes import PROTOTYPES
+    from upsample3d_grad.op import OP
+
+    return {name: sim.call_count(name) for name in (*PROTOTYPES, OP.phase1_name, OP.phase2_name)}
+
+
+def test_a_repeated_device_array_call_is_remembered(no_leaks: None, session: Session) -> None:
+    go, gi = session.upload(SAMPLE), session.empty((2, 2, 1, 1, 1))
+    session.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)  # checked, phase 1, plan kept
+    hits = session.plans.hits
+    before = _calls()
+    for _ in range(3):
+        assert session.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi) is gi
+    made = {name: n - before[name] for name, n in _calls().items() if n != before[name]}
+    # phase 2 only (and the device guard's context read): no phase 1, no tensor, no copy
+    assert made == {"aclnnUpsampleNearestExact3dBackward": 3, "aclrtGetCurrentContext": 3}, made
+    assert session.plans.hits == hits + 3 and session.last_path == "plan"
+    assert gi.download().ravel().tolist() == EXPECTED
+    for arr in (go, gi):
+        arr.close()
+
+
+def _outcome(s: Session, go: Any, gi: Any, out3: Any, in5: Any, sd: Any) -> tuple[Any, ...]:
+    try:
+        s.backward(go, out3, in5, sd, out=gi)
+    except Exception as exc:
+        return type(exc), str(exc)
+    return ("ok", gi.download().ravel().tolist())
+
+
+def test_a_remembered_call_changes_no_check(no_leaks: None, session: Session) -> None:
+    go, gi = session.upload(SAMPLE), session.empty((2, 2, 1, 1, 1))
+    session.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)
+    # arguments equal (==) to the remembered ones: each has the outcome it has on a fresh session
+    cases = [((True, 2, 2), (2, 2, 1, 1, 1), None), ((2.0, 2, 2), (2, 2, 1, 1, 1), None),
+             ((2, 2, 2), (2, 2, 1, 1, True), None), ((2, 2, 2), (2, 2, 1, 1, 1), 0),
+             ((2, 2, 2), (2, 2, 1, 1, 1), False),
+             ([2, 2, 2], [2, 2, 1, 1, 1], None), ((2, 2, 2), (2, 2, 1, 1, 1), None)]
+    refused = 0
+    with Session(0) as fresh:
+        fgo, fgi = fresh.upload(SAMPLE), fresh.empty((2, 2, 1, 1, 1))
+        for out3, in5, sd in cases:
+            want = _outcome(fresh, fgo, fgi, out3, in5, sd)
+            assert _outcome(session, go, gi, out3, in5, sd) == want, (out3, in5, sd)
+            refused += want[0] != "ok"
+    assert refused >= 3  # (the bools and the float size are refused)
+    gi.close()
+    with pytest.raises(ClosedError):
+        session.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)
+    go.close()
+
+
+def test_a_remembered_call_is_never_served_to_a_new_array(no_leaks: None, session: Session) -> None:
+    # a new array may get the id() of a freed one: the entry is found, but it is not that array's
+    go, gi = session.upload(SAMPLE), session.empty((2, 2, 1, 1, 1))
+    session.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)
+    small, out = session.upload(SAMPLE[:, :, :1]), session.empty((2, 2, 1, 1, 1))
+    args = ((2, 2, 2), (2, 2, 1, 1, 1), None, None, None, "NCDHW", True)
+    entry = session._checked[session._call_key(go, gi, *args)]
+    session._checked[session._call_key(small, out, *args)] = entry  # as if they had the ids of go and gi
+    with pytest.raises(AclnnParamError, match="gradOut"):
+        session.backward(small, (2, 2, 2), (2, 2, 1, 1, 1), out=out)
+    for arr in (go, gi, small, out):
+        arr.close()
+
+
+def test_remembered_calls_are_bounded(no_leaks: None, session: Session) -> None:
+    arrays = [(session.upload(SAMPLE), session.empty((2, 2, 1, 1, 1))) for _ in range(20)]
+    for go, gi in arrays:
+        session.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)
+    assert len(session._checked) == 16
+    for go, gi in arrays:  # the oldest were dropped: those run in full again, and still agree
+        assert session.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi).download().ravel().tolist() == EXPECTED
+        go.close()
+        gi.close()
