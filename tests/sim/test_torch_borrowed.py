@@ -101,8 +101,8 @@ def test_cpu_tensors_round_trip_through_backward_torch(session: Session) -> None
 
 @pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
 def test_the_forward_on_borrowed_memory(session: Session, no_leaks, layout: str) -> None:
-    from upsample3d_grad import reference_forward
     from upsample3d_grad.forward import OP as FORWARD
+    from upsample3d_grad.reference import forward as reference_forward
     from upsample3d_grad.torch_interop import run_borrowed
 
     x_shape = (2, 3, 2, 3, 2) if layout == "NCDHW" else (2, 2, 3, 2, 3)
