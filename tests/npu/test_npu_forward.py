@@ -18,11 +18,11 @@ import pytest
 from acl_bindings import AclError, DeviceBuffer, IntArray, soc_name
 from upsample3d_grad import Session
 from upsample3d_grad._env import default_device
-from upsample3d_grad.adjoint_cases import adjoint_matrix, run_adjoint_case
 from upsample3d_grad.forward import aclnnUpsampleNearestExact3dGetWorkspaceSize
 from upsample3d_grad.forward_checks import FORWARD_BAD_CASES, ForwardCase
 from upsample3d_grad.reference import forward as reference_forward
-from upsample3d_grad.smoke import _base_entry, _buffer_bytes, _spec_tensor
+from upsample3d_grad.tools.adjoint_cases import adjoint_matrix, run_adjoint_case
+from upsample3d_grad.tools.smoke import _base_entry, _buffer_bytes, _spec_tensor
 
 DEVICE = default_device()
 pytestmark = pytest.mark.npu

@@ -118,8 +118,8 @@ def test_the_device_adjoint_check_catches_a_wrong_forward_law(no_leaks: None, se
 
 
 def test_the_smoke_adjoint_family(no_leaks: None, session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    from upsample3d_grad import smoke
-    from upsample3d_grad.adjoint_cases import adjoint_matrix
+    from upsample3d_grad.tools import smoke
+    from upsample3d_grad.tools.adjoint_cases import adjoint_matrix
 
     cases = adjoint_matrix()
     assert {c.dtype for c in cases} == {"float32", "float16", "bfloat16"} and {c.layout for c in cases} == {

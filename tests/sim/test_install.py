@@ -42,7 +42,7 @@ def test_wheel_with_the_simulator_is_a_platform_wheel(tmp_path: Path) -> None:
     assert {"acl_bindings/sim/lib64/libascendcl.so", "acl_bindings/sim/lib64/libnnopbase.so",
             "acl_bindings/sim/lib64/libopapi_cv.so"} <= set(names)
     assert "Root-Is-Purelib: false" in meta
-    assert "upsample3d_grad/doctor_schema.json" in names and "upsample3d_grad/smoke_schema.json" in names
+    assert "upsample3d_grad/tools/doctor_schema.json" in names and "upsample3d_grad/tools/smoke_schema.json" in names
 
 
 @pytest.mark.slow

@@ -17,11 +17,12 @@ import pytest
 
 from acl_bindings import AclError, DeviceBuffer, Format, IntArray, Tensor, sim
 from acl_bindings.meta import view_extent
-from upsample3d_grad import DeviceArray, Session, reference, smoke
+from upsample3d_grad import DeviceArray, Session, reference
 from upsample3d_grad._api import (
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )
+from upsample3d_grad.tools import smoke
 
 INNER_NULLPTR = 561103
 

@@ -36,7 +36,7 @@ def test_the_reference_is_numpy_only(path: Path) -> None:
         assert foreign <= REFERENCE_MAY_IMPORT, (path.name, foreign)
 
 
-@pytest.mark.parametrize("folder", ["reference"])
+@pytest.mark.parametrize("folder", ["reference", "tools"])
 def test_modules_are_small(folder: str) -> None:
     sizes = {p.name: len(p.read_text().splitlines()) for p in (PKG / folder).glob("*.py")}
     assert sizes and all(n <= MAX_LINES for n in sizes.values()), sizes
