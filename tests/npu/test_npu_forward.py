@@ -91,7 +91,7 @@ def test_forward_torch_on_npu_tensors_in_place(session: Any, torch_npu_mod: Any,
         pytest.skip("torch_npu is not installed")
     import torch
 
-    from upsample3d_grad.torch_interop import forward_torch
+    from upsample3d_grad.functional import forward_torch
 
     dt = getattr(torch, tdtype)
     x = torch.randn(2, 3, 5, 4, 3).to(dt).to(f"npu:{DEVICE}")

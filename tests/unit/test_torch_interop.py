@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from upsample3d_grad import reference
-from upsample3d_grad.torch_interop import backward_torch, describe_tensor, numpy_to_tensor, tensor_to_numpy
+from upsample3d_grad.functional import backward_torch
+from upsample3d_grad.torch_interop import describe_tensor, numpy_to_tensor, tensor_to_numpy
 
 torch = pytest.importorskip("torch")
 
