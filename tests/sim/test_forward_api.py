@@ -16,10 +16,10 @@ from upsample3d_grad import (
     aclnnUpsampleNearestExact3d,
     aclnnUpsampleNearestExact3dGetWorkspaceSize,
     close_default_session,
-    reference_forward,
     upsample_nearest_exact3d,
 )
 from upsample3d_grad.adjoint import device_adjoint_check
+from upsample3d_grad.reference import forward as reference_forward
 
 DOC_X = np.arange(1, 49, dtype=np.float32).reshape(2, 2, 2, 2, 3)  # the operator doc's sample (facts §1)
 DOC_Y = [11.0, 23.0, 35.0, 47.0]
