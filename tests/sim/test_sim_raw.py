@@ -1172,6 +1172,29 @@ def test_work_runs_on_a_worker_after_the_call_returns(sim):
     """)
 
 
+def test_queued_work_runs_without_a_synchronisation(sim):
+    # the worker runs queued work by itself: work queued while it is busy or napping (not woken, for speed)
+    # is found when the nap ends, and work queued after it fell asleep wakes it
+    sim(ASYNC_HELPERS + """
+        init(0)
+        s = stream()
+        for pause in (0, 0, 0.05):  # the first starts the worker; the second comes while it naps; the third
+            time.sleep(pause)       # after it fell asleep
+            smp, w = queued_sample(s, 0)
+            out = np.zeros(4, np.float32)
+            for _ in range(2000):   # no synchronisation: poll until reading the result is no longer refused
+                if rt.aclrtMemcpy(out.ctypes.data, 16, smp.dgi, 16, D2H) == 0:
+                    break
+                time.sleep(0.001)
+            assert out.tolist() == [36.0, 100.0, 164.0, 228.0], out
+            ok(rt.aclrtFree(w))
+            smp.release()
+        ok(rt.aclrtDestroyStream(s))
+        ok(rt.aclrtResetDevice(0))
+        ok(rt.aclFinalize())
+    """)
+
+
 def test_stream_modes(sim):
     sim(ASYNC_HELPERS + """
         assert rt.cannsimSetStreamMode(2) == 2         # CANN_SIM_SYNC=1 was read at load

@@ -135,6 +135,7 @@ struct stream {
     int has_worker;   /* a worker thread exists (started, not yet joined) */
     int joining;      /* a thread is joining the worker (the lock is released meanwhile) */
     int stop;         /* the worker exits once nothing is runnable */
+    int sleeping;     /* the worker waits without a deadline: queuing work must wake it */
     atomic_int abort; /* process exit: the worker leaves the rest of the queue */
     pthread_cond_t wake; /* the worker waits here for work */
     stream_t *gnext, *gprev; /* list of all not-yet-freed streams */

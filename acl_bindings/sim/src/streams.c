@@ -119,13 +119,35 @@ static int runnable(const stream_t *s, const task_t *t) {
            (atomic_load(&g_mode) != MODE_DEFER || t->seq <= s->release_upto);
 }
 
+/* How long an idle worker naps before it sleeps.  Work queued while it naps (or runs a task) is
+   queued without waking it: on some machines waking a sleeping thread costs the caller tens of
+   microseconds, and a device does not charge the host for starting its queue.  The worker finds
+   that work when the nap ends, unless a synchronisation ran it first (drain_locked). */
+#define NAP_NS 1000000
+
 static void *worker_main(void *arg) {
     stream_t *s = arg;
+    int napped = 0; /* a whole nap passed with nothing queued */
     pthread_mutex_lock(&g_mu);
     for (;;) {
-        if (runnable(s, s->head)) step_locked(s);
-        else if (s->stop) break;
-        else pthread_cond_wait(&s->wake, &g_mu);
+        if (runnable(s, s->head)) {
+            step_locked(s);
+            napped = 0;
+        } else if (s->stop) {
+            break;
+        } else if (!napped) {
+            uint64_t queued = s->next_seq;
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl); /* (the clock of s->wake) */
+            dl = ns_ts(ts_ns(&dl) + NAP_NS);
+            pthread_cond_timedwait(&s->wake, &g_mu, &dl);
+            napped = s->next_seq == queued;
+        } else {
+            s->sleeping = 1;
+            pthread_cond_wait(&s->wake, &g_mu);
+            s->sleeping = 0;
+            napped = 0;
+        }
     }
     pthread_mutex_unlock(&g_mu);
     return NULL;
@@ -224,7 +246,7 @@ void start_locked(stream_t *s, uint64_t seq) {
     int mode = atomic_load(&g_mode);
     if (mode == MODE_DEFER) return; /* it runs when a synchronisation asks for it */
     if (mode == MODE_SYNC || ensure_worker(s)) drain_locked(s, seq, -1);
-    else pthread_cond_signal(&s->wake);
+    else if (s->sleeping) pthread_cond_signal(&s->wake); /* (a napping or busy worker finds it itself) */
 }
 
 task_t *enqueue_locked(stream_t *s, const char *origin, cannsim_task_fn run, void (*destroy)(void *),
@@ -350,7 +372,7 @@ static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
 static void fork_child(void) {
     for (stream_t *s = g_stream_list; s; s = s->gnext) {
-        s->has_worker = s->joining = s->stop = s->draining = 0;
+        s->has_worker = s->joining = s->stop = s->draining = s->sleeping = 0;
         pthread_cond_init(&s->wake, NULL);
     }
     atomic_store(&g_workers, 0);
