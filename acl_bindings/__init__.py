@@ -2,7 +2,8 @@
 
 Importing loads nothing.  The first call chooses a backend (real CANN, or the
 embedded CPU simulator) and says which; see :mod:`acl_bindings._loader` for the
-search order and :mod:`acl_bindings._config` for the environment variables.
+choice, :mod:`acl_bindings._search` for the search order and :mod:`acl_bindings._config`
+for the environment variables.
 
 Layers, each depending only on those before it:
 

@@ -32,7 +32,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     backend = loaded_backend()
     if backend is None or not backend.is_simulator:
         return
-    from upsample3d_grad.api import close_default_session
+    from upsample3d_grad.functional import close_default_session
 
     close_default_session()
     gc.collect()

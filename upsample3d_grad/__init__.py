@@ -21,7 +21,9 @@ from __future__ import annotations
 from acl_bindings import AclError, AclnnParamError
 
 from ._api import aclnnUpsampleNearestExact3dBackward, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
-from .api import (
+from .checks import BAD_CASES, GOOD_CASES, MixedScalesWarning, check_params
+from .forward import aclnnUpsampleNearestExact3d, aclnnUpsampleNearestExact3dGetWorkspaceSize
+from .functional import (
     UpsampleNearestExact3d,
     UpsampleNearestExact3dGrad,
     close_default_session,
@@ -29,8 +31,6 @@ from .api import (
     upsample_nearest_exact3d,
     upsample_nearest_exact3d_backward,
 )
-from .checks import BAD_CASES, GOOD_CASES, MixedScalesWarning, check_params
-from .forward import aclnnUpsampleNearestExact3d, aclnnUpsampleNearestExact3dGetWorkspaceSize
 from .session import DeviceArray, Session
 
 __version__ = "0.1.0"

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .cli import main
+from .tools.cli import main
 
 raise SystemExit(main())

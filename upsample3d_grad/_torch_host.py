@@ -11,7 +11,7 @@ __all__ = ["host_view", "is_tensor"]
 is_tensor = _views.is_tensor
 
 #: Where a tensor on another device than the CPU can go
-_ELSEWHERE = ", or use upsample3d_grad.torch_interop.backward_torch, which runs NPU tensors in place"
+_ELSEWHERE = ", or use upsample3d_grad.functional.backward_torch, which runs NPU tensors in place"
 
 
 def host_view(x: Any, param: str, *, writable: bool = False) -> Any:

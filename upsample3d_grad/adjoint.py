@@ -4,7 +4,7 @@ F (``aclnnUpsampleNearestExact3d``) and B (``aclnnUpsampleNearestExact3dBackward
 arithmetic.  In float32 the forward's floor law and the backward's ceil windows disagree at some ties
 (docs/cann-forward-facts.md §6.2-6.3), and there the difference is not noise: it is the fixed linear form
 ``R = sum over the outputs o where the two index maps differ of g[o] * (x[f(o)] - x[b(o)])``, which
-:func:`upsample3d_grad.reference_forward.adjoint_residual` computes from the two laws.  So a device can
+:func:`upsample3d_grad.reference.forward.adjoint_residual` computes from the two laws.  So a device can
 check itself without trusting a CPU reference's values: it computes F(x) and B(g) for random x and g,
 the host forms both inner products in float64, and the residual must equal the prediction within the
 rounding of B's float32 window sums and of the output dtype (none at all for :func:`random_pair`'s integer
@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 import ml_dtypes
 import numpy as np
 
-from . import reference, reference_forward
+from . import reference
 
 __all__ = ["AdjointResult", "adjoint_check", "device_adjoint_check", "random_pair"]
 
@@ -89,17 +89,17 @@ def adjoint_check(x: np.ndarray, g: np.ndarray, fx: np.ndarray, bg: np.ndarray, 
         ``"NCDHW"`` or ``"NDHWC"``, of all four arrays.
     soc:
         The forward kernel's variant, ``"a2a3"`` or ``"ascend950"`` (see
-        :func:`upsample3d_grad.reference_forward.soc_family`).
+        :func:`upsample3d_grad.reference.forward.soc_family`).
     """
     x64, g64, fx64, bg64 = _f64(x, "x"), _f64(g, "g"), _f64(fx, "fx"), _f64(bg, "bg")
     if fx64.shape != g64.shape:
         raise ValueError(f"fx: shape must be g's {g64.shape}, got {fx64.shape}")
     if bg64.shape != x64.shape:
         raise ValueError(f"bg: shape must be x's {x64.shape}, got {bg64.shape}")
-    predicted = reference_forward.adjoint_residual(x, g, output_size, scales_d, scales_h, scales_w,
+    predicted = reference.adjoint_residual(x, g, output_size, scales_d, scales_h, scales_w,
                                                    layout=layout, soc=soc)
     isz = _input_size(x, layout)
-    mismatches = reference_forward.adjoint_mismatches(output_size, isz, scales_d, scales_h,
+    mismatches = reference.adjoint_mismatches(output_size, isz, scales_d, scales_h,
                                                       scales_w, soc=soc)
     osz = [int(v) for v in output_size]
     kept = [osz[k] - len(mismatches["DHW"[k]]) for k in range(3)]
@@ -156,7 +156,7 @@ def device_adjoint_check(session: Any, input_size: Sequence[int], output_size: S
     """Run F and B on *session*'s device with :func:`random_pair` data and check them against each other.
 
     *input_size* is ``(N, C, D, H, W)`` (always in that order, as the backward's inputSize); *scales* go to
-    both operators; *soc* is the forward's variant (see :func:`upsample3d_grad.reference_forward.soc_family`).
+    both operators; *soc* is the forward's variant (see :func:`upsample3d_grad.reference.forward.soc_family`).
     """
     n, c, d, h, w = (int(v) for v in input_size)
     od, oh, ow = (int(v) for v in output_size)

@@ -11,9 +11,9 @@ Everything particular to the forward is here: its name and argument schema (:dat
 generic call path like the backward), the faithful two-phase wrappers, and :func:`check`, the host
 checks in CANN's forward order that ``Session.forward`` runs before its one call (numpy, CPU torch
 tensors or device arrays in and out, as for the backward).  The module function with PyTorch's
-signature and the graph-IR form are in :mod:`upsample3d_grad.api`, beside the backward's.  The host
+signature and the graph-IR form are in :mod:`upsample3d_grad.functional`, beside the backward's.  The host
 checks are in :mod:`upsample3d_grad.forward_checks`, the reference in
-:mod:`upsample3d_grad.reference_forward`.
+:mod:`upsample3d_grad.reference.forward`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from acl_bindings.op import double, input_tensor, int_array, output_tensor
 
 from . import forward_checks
 from .checks import TensorSpec
-from .reference_forward import soc_family
+from .reference import soc_family
 
 __all__ = ["OP", "PHASE1", "check", "result_shape", "aclnnUpsampleNearestExact3dGetWorkspaceSize",
            "aclnnUpsampleNearestExact3d"]

@@ -3,11 +3,11 @@
 CPU tensors
     :func:`tensor_to_numpy` views a CPU tensor as numpy without a copy (strides kept;
     bfloat16 through an int16 view reinterpreted as ``ml_dtypes.bfloat16``).
-    :func:`backward_torch` runs them through a :class:`~upsample3d_grad.Session` (the
+    :func:`~upsample3d_grad.functional.backward_torch` runs them through a :class:`~upsample3d_grad.Session` (the
     default one unless given) and returns numpy or torch, as asked.
 
 NPU tensors (``torch_npu``)
-    When *grad_output* lives on an NPU, :func:`backward_torch` runs on its memory in
+    When *grad_output* lives on an NPU, :func:`~upsample3d_grad.functional.backward_torch` runs on its memory in
     place: each tensor becomes an aclTensor over the tensor's storage base pointer,
     with its sizes, element strides and storage offset and a 1-D storage shape (the
     way torch_npu itself describes tensors to aclnn, cann-abi.md §1.3).  The result
@@ -23,7 +23,7 @@ NPU tensors (``torch_npu``)
     was read from source, not verified on hardware; if a torch_npu release changed
     it, run with ``TASK_QUEUE_ENABLE=0`` or call ``torch.npu.current_stream().synchronize()``
     before this function.  The binding must use the same CANN runtime library that
-    torch_npu loaded; :func:`backward_torch` checks that with ``/proc/self/maps``.
+    torch_npu loaded; :func:`~upsample3d_grad.functional.backward_torch` checks that with ``/proc/self/maps``.
 
     This path needs a real NPU: it is tested in ``tests/npu``.
 """
@@ -42,14 +42,13 @@ from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, te
 
 from . import checks
 from ._torch_host import host_view
-from .api import _on_default_session
 from .forward import OP as FORWARD
 from .forward import result_shape
 from .forward_checks import check_forward_params
 from .op import OP
 
-__all__ = ["tensor_to_numpy", "numpy_to_tensor", "backward_torch", "forward_torch", "describe_tensor",
-           "TorchDescription", "run_on_storage", "run_borrowed", "is_tensor", "host_view"]
+__all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "run_on_storage",
+           "run_borrowed", "is_tensor", "host_view"]
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
@@ -73,99 +72,6 @@ class TorchDescription(TensorDescription):
 def describe_tensor(t: Any) -> TorchDescription:
     """The aclTensor description of *t* (no device call; works for CPU tensors too)."""
     return TorchDescription(t)
-
-
-# --------------------------------------------------------------------------- the entry point
-
-def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
-                   scales_d: float | None = None, scales_h: float | None = None,
-                   scales_w: float | None = None, *, layout: str = "NCDHW", out: Any = None,
-                   return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
-    """gradInput of nearest-exact 3-D upsampling for torch tensors.
-
-    Parameters
-    ----------
-    grad_output:
-        A torch tensor (CPU, or NPU with torch_npu) or a numpy array, float32 /
-        float16 / bfloat16, 5-D in *layout* (physical dims: ``[N,D,H,W,C]`` for NDHWC).
-    output_size, input_size, scales_d, scales_h, scales_w, layout, strict:
-        As :meth:`upsample3d_grad.Session.backward`.
-    out:
-        Preallocated result on the same device as *grad_output* (written in place
-        and returned when ``return_type="torch"``).
-    return_type:
-        ``"torch"`` (default) or ``"numpy"``.  For an NPU input, ``"numpy"`` copies
-        the result to the host (which waits for the stream).
-    session:
-        The :class:`~upsample3d_grad.Session` for CPU inputs (default: the process-wide one).
-
-    Returns
-    -------
-    torch.Tensor or numpy.ndarray
-    """
-    if return_type not in ("torch", "numpy"):
-        raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
-    if is_tensor(grad_output) and grad_output.device.type != "cpu":
-        if grad_output.device.type != "npu":
-            raise TypeError(f"grad_output is on {grad_output.device}: only CPU and NPU (torch_npu) tensors are "
-                            "supported")
-        return _backward_npu(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), layout, out,
-                             return_type, strict)
-    g = tensor_to_numpy(grad_output) if is_tensor(grad_output) else grad_output
-    out_np = None
-    if out is not None:
-        if is_tensor(out):
-            out_np = tensor_to_numpy(out)  # shares memory: the result lands in *out*
-        elif isinstance(out, np.ndarray):
-            out_np = out
-        else:
-            raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
-    result: Any
-    if session is None:
-        with _on_default_session() as default:  # (kept open while this call runs on it)
-            result = default.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
-                                      out=out_np, strict=strict)
-    else:
-        result = session.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
-                                  out=out_np, strict=strict)
-    if return_type == "numpy":
-        return result
-    if out is not None and is_tensor(out):
-        return out
-    return numpy_to_tensor(result)
-
-
-def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None = None,
-                  scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
-                  out: Any = None, return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
-    """Nearest-exact 3-D upsampling (the forward) for torch tensors, as :func:`backward_torch` for the backward.
-
-    *input* is a CPU or NPU (torch_npu) tensor or a numpy array; an NPU tensor is used in place (an aclTensor
-    over its storage, the result allocated on its device or written into *out*, the kernel queued on torch_npu's
-    current stream, no sync).  Other arguments as :meth:`upsample3d_grad.Session.forward`.
-    """
-    if return_type not in ("torch", "numpy"):
-        raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
-    if is_tensor(input) and input.device.type != "cpu":
-        if input.device.type != "npu":
-            raise TypeError(f"input is on {input.device}: only CPU and NPU (torch_npu) tensors are supported")
-        return _forward_npu(input, output_size, (scales_d, scales_h, scales_w), layout, out, return_type, strict)
-    x = tensor_to_numpy(input) if is_tensor(input) else input
-    if out is not None and not (is_tensor(out) or isinstance(out, np.ndarray)):
-        raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
-    out_np = tensor_to_numpy(out) if is_tensor(out) else out  # a tensor shares memory: the result lands in it
-    if session is None:
-        with _on_default_session() as default:
-            result = default.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
-                                     strict=strict)
-    else:
-        result = session.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
-                                 strict=strict)
-    if return_type == "numpy":
-        return result
-    if out is not None and is_tensor(out):
-        return out
-    return numpy_to_tensor(result)
 
 
 # --------------------------------------------------------------------------- NPU tensors (torch_npu)
@@ -306,7 +212,7 @@ def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequ
     keepalive is dropped after the launch, so it must be stream-ordered memory (a torch
     tensor from the caching allocator, say).  *stream()* returns the raw ``aclrtStream``;
     it is called last, right before phase 2.  Nothing is synchronised.  Returns the
-    workspace size.  Used for NPU tensors by :func:`backward_torch`; the simulator tests
+    workspace size.  Used for NPU tensors by :func:`~upsample3d_grad.functional.backward_torch`; the simulator tests
     drive it with torch tensors over simulator device memory.
     """
     values = (go.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales,

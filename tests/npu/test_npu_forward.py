@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 
 from acl_bindings import AclError, DeviceBuffer, IntArray, soc_name
-from upsample3d_grad import Session, reference_forward
+from upsample3d_grad import Session
 from upsample3d_grad._env import default_device
-from upsample3d_grad.adjoint_cases import adjoint_matrix, run_adjoint_case
 from upsample3d_grad.forward import aclnnUpsampleNearestExact3dGetWorkspaceSize
 from upsample3d_grad.forward_checks import FORWARD_BAD_CASES, ForwardCase
-from upsample3d_grad.smoke import _base_entry, _buffer_bytes, _spec_tensor
+from upsample3d_grad.reference import forward as reference_forward
+from upsample3d_grad.tools.adjoint_cases import adjoint_matrix, run_adjoint_case
+from upsample3d_grad.tools.smoke import _base_entry, _buffer_bytes, _spec_tensor
 
 DEVICE = default_device()
 pytestmark = pytest.mark.npu
@@ -90,7 +91,7 @@ def test_forward_torch_on_npu_tensors_in_place(session: Any, torch_npu_mod: Any,
         pytest.skip("torch_npu is not installed")
     import torch
 
-    from upsample3d_grad.torch_interop import forward_torch
+    from upsample3d_grad.functional import forward_torch
 
     dt = getattr(torch, tdtype)
     x = torch.randn(2, 3, 5, 4, 3).to(dt).to(f"npu:{DEVICE}")

@@ -1,11 +1,11 @@
 """The smoke matrix on a real NPU, the CLI there, and torch_npu interop.
 
-* Every compute case of :func:`upsample3d_grad.smoke.build_matrix` against the numpy
+* Every compute case of :func:`upsample3d_grad.tools.smoke.build_matrix` against the numpy
   reference, through a Session with executor reuse (plans) and without it.
 * Every bad-input case CANN checks, through the faithful phase 1: CANN's own code.
 * ``upsample3d-grad doctor`` / ``smoke --devices all --require-npu`` / the sample port.
 * With torch_npu: our result against torch_npu's own ``_upsample_nearest_exact3d_backward``
-  on the same data, and :func:`upsample3d_grad.torch_interop.backward_torch` on NPU
+  on the same data, and :func:`upsample3d_grad.functional.backward_torch` on NPU
   tensors (in place, strided, on a side stream, into ``out``).
 
 Skipped with the reason on the simulator; failed with the reason under --backend=npu without a
@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from upsample3d_grad import Session, _schema, reference, smoke
+from upsample3d_grad import Session, reference
 from upsample3d_grad._env import default_device
-from upsample3d_grad.torch_interop import backward_torch, numpy_to_tensor, tensor_to_numpy
+from upsample3d_grad.functional import backward_torch
+from upsample3d_grad.tools import _schema, smoke
+from upsample3d_grad.torch_interop import numpy_to_tensor, tensor_to_numpy
 
 DEVICE = default_device()  # as tests/npu/conftest.py
 

@@ -48,7 +48,7 @@ def no_leaks():
     """
     import gc
 
-    from upsample3d_grad.api import close_default_session
+    from upsample3d_grad.functional import close_default_session
 
     close_default_session()
     gc.collect()

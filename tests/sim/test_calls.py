@@ -14,7 +14,8 @@ from acl_bindings import TwoPhaseOp, sim
 from acl_bindings.calls import TensorArg, plan_key, run_once
 from acl_bindings.op import ArgKind, double, input_tensor, int_array, output_tensor
 from acl_bindings.prepared import PreparedCall
-from upsample3d_grad import Session, reference, reference_forward
+from upsample3d_grad import Session, reference
+from upsample3d_grad.reference import forward as reference_forward
 
 DECLARED = TwoPhaseOp("UpsampleNearestExact3dBackward", (
     input_tensor("gradOut"), int_array("outputSize"), int_array("inputSize"),

@@ -18,14 +18,14 @@ import jsonschema
 import pytest
 
 from tests.sim.test_examples_cli import REPO, assert_no_leaks, first_line, run
-from upsample3d_grad import _schema
+from upsample3d_grad.tools import _schema
 
 CLI = ["-m", "upsample3d_grad"]
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
 def schema(name: str) -> dict[str, Any]:
-    return json.loads((REPO / "upsample3d_grad" / name).read_text())
+    return json.loads((REPO / "upsample3d_grad" / "tools" / name).read_text())
 
 
 def no_library_env(tmp_path: Path) -> dict[str, str]:

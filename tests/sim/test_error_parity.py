@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from acl_bindings import AclnnParamError
-from upsample3d_grad import Session, smoke
+from upsample3d_grad import Session
 from upsample3d_grad.checks import BAD_CASES, GOOD_CASES, BadCase, check_params
+from upsample3d_grad.tools import smoke
 
 CANN_CASES = [c for c in BAD_CASES if c.cann_checks]
 

@@ -17,7 +17,8 @@ import pytest
 import upsample3d_grad as u
 from acl_bindings import AclnnParamError, AclTypeError, DataType
 from acl_bindings.enums import dtype_name
-from upsample3d_grad import Session, _env, checks, smoke
+from upsample3d_grad import Session, _env, checks
+from upsample3d_grad.tools import smoke
 
 REPO = Path(__file__).resolve().parents[2]
 X = np.ones((1, 1, 2, 2, 2), np.float32)

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from upsample3d_grad import _schema, smoke
-from upsample3d_grad.adjoint_cases import adjoint_matrix
+from upsample3d_grad.tools import _schema, smoke
+from upsample3d_grad.tools.adjoint_cases import adjoint_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = ["36", "100", "164", "228"]

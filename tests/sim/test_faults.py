@@ -314,7 +314,7 @@ def _transfers() -> Scenario:
 def _torch_call() -> Scenario:
     """The torch path: CPU tensors in and out, through a session."""
     torch = pytest.importorskip("torch")
-    from upsample3d_grad.torch_interop import backward_torch
+    from upsample3d_grad.functional import backward_torch
 
     def setup() -> dict:
         s = Session(0)

@@ -31,8 +31,9 @@ from acl_bindings import AclError, DeviceBuffer, Event, Format, Stream, load_bac
 from acl_bindings.runtime import soc_name
 from tests.sim.test_examples_cli import run
 from tests.sim.test_sim_raw import harness_dir, run_py, sim_build  # noqa: F401  (fixtures)
-from upsample3d_grad import Session, reference, smoke
+from upsample3d_grad import Session, reference
 from upsample3d_grad.checks import BAD_CASES
+from upsample3d_grad.tools import smoke
 
 SOC_950 = "Ascend950PR_SIMULATED"  # a name with the Ascend950 prefix (IsRegBase, cann-abi.md §5)
 

@@ -16,10 +16,10 @@ from upsample3d_grad import (
     aclnnUpsampleNearestExact3d,
     aclnnUpsampleNearestExact3dGetWorkspaceSize,
     close_default_session,
-    reference_forward,
     upsample_nearest_exact3d,
 )
 from upsample3d_grad.adjoint import device_adjoint_check
+from upsample3d_grad.reference import forward as reference_forward
 
 DOC_X = np.arange(1, 49, dtype=np.float32).reshape(2, 2, 2, 2, 3)  # the operator doc's sample (facts §1)
 DOC_Y = [11.0, 23.0, 35.0, 47.0]
@@ -118,8 +118,8 @@ def test_the_device_adjoint_check_catches_a_wrong_forward_law(no_leaks: None, se
 
 
 def test_the_smoke_adjoint_family(no_leaks: None, session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    from upsample3d_grad import smoke
-    from upsample3d_grad.adjoint_cases import adjoint_matrix
+    from upsample3d_grad.tools import smoke
+    from upsample3d_grad.tools.adjoint_cases import adjoint_matrix
 
     cases = adjoint_matrix()
     assert {c.dtype for c in cases} == {"float32", "float16", "bfloat16"} and {c.layout for c in cases} == {

@@ -11,7 +11,7 @@ import pytest
 from acl_bindings import AclError, AclnnParamError, Device, DeviceBuffer, IntArray
 from tests.sim.test_forward_sim import OP
 from upsample3d_grad.forward_checks import FORWARD_BAD_CASES, FORWARD_GOOD_CASES, ForwardCase, check_forward_params
-from upsample3d_grad.smoke import _buffer_bytes, _spec_tensor
+from upsample3d_grad.tools.smoke import _buffer_bytes, _spec_tensor
 
 CANN_CASES = [c for c in FORWARD_BAD_CASES if c.cann_checks]
 

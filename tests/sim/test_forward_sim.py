@@ -35,7 +35,7 @@ from acl_bindings import (
 )
 from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
 from acl_bindings.op import double, input_tensor, int_array, output_tensor
-from upsample3d_grad import reference_forward as rf
+from upsample3d_grad.reference import forward as rf
 
 # declared by name and argument schema (cann-abi.md §1.4)
 OP = TwoPhaseOp("UpsampleNearestExact3d", (input_tensor("self"), int_array("outputSize"), double("scalesD"),

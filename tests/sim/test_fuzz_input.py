@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 import upsample3d_grad as ug
 from acl_bindings import AclMemoryError, AclnnParamError, AclParamError, DeviceBuffer, sim
 from upsample3d_grad import Session
-from upsample3d_grad.api import default_session
 from upsample3d_grad.checks import PHASE1
+from upsample3d_grad.functional import default_session
 
 SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
 EXPECTED = [36.0, 100.0, 164.0, 228.0]

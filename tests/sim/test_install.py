@@ -42,7 +42,12 @@ def test_wheel_with_the_simulator_is_a_platform_wheel(tmp_path: Path) -> None:
     assert {"acl_bindings/sim/lib64/libascendcl.so", "acl_bindings/sim/lib64/libnnopbase.so",
             "acl_bindings/sim/lib64/libopapi_cv.so"} <= set(names)
     assert "Root-Is-Purelib: false" in meta
-    assert "upsample3d_grad/doctor_schema.json" in names and "upsample3d_grad/smoke_schema.json" in names
+    assert "upsample3d_grad/tools/doctor_schema.json" in names and "upsample3d_grad/tools/smoke_schema.json" in names
+    assert {"upsample3d_grad/reference/__init__.py", "upsample3d_grad/reference/_sum_plans.py",
+            "upsample3d_grad/tools/__init__.py", "upsample3d_grad/tools/cli.py"} <= set(names)  # the subpackages
+    with zipfile.ZipFile(wheel) as zf:
+        scripts = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert "upsample3d-grad = upsample3d_grad.tools.cli:main" in scripts
 
 
 @pytest.mark.slow

@@ -17,11 +17,12 @@ import pytest
 
 from acl_bindings import AclError, DeviceBuffer, Format, IntArray, Tensor, sim
 from acl_bindings.meta import view_extent
-from upsample3d_grad import DeviceArray, Session, reference, smoke
+from upsample3d_grad import DeviceArray, Session, reference
 from upsample3d_grad._api import (
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )
+from upsample3d_grad.tools import smoke
 
 INNER_NULLPTR = 561103
 
@@ -204,7 +205,8 @@ def test_prepared_calls_given_new_strided_arrays(no_leaks, session: Session, pla
 
 def test_torch_view_with_a_storage_offset_out_too(no_leaks, session: Session) -> None:
     torch = pytest.importorskip("torch")
-    from upsample3d_grad.torch_interop import backward_torch, describe_tensor
+    from upsample3d_grad.functional import backward_torch
+    from upsample3d_grad.torch_interop import describe_tensor
 
     base = torch.arange(3 * 2 * 4 * 4 * 8, dtype=torch.float32).reshape(3, 2, 4, 4, 8) % 7
     g = base[1:, :, :, :, 1::2]

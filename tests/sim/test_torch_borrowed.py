@@ -91,7 +91,7 @@ def test_run_on_storage_raises_cann_codes_and_releases(session: Session, no_leak
 
 
 def test_cpu_tensors_round_trip_through_backward_torch(session: Session) -> None:
-    from upsample3d_grad.torch_interop import backward_torch
+    from upsample3d_grad.functional import backward_torch
 
     g = torch.randn(1, 2, 4, 6, 8)
     got = backward_torch(g, (4, 6, 8), (1, 2, 2, 3, 4), session=session)
@@ -101,8 +101,8 @@ def test_cpu_tensors_round_trip_through_backward_torch(session: Session) -> None
 
 @pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
 def test_the_forward_on_borrowed_memory(session: Session, no_leaks, layout: str) -> None:
-    from upsample3d_grad import reference_forward
     from upsample3d_grad.forward import OP as FORWARD
+    from upsample3d_grad.reference import forward as reference_forward
     from upsample3d_grad.torch_interop import run_borrowed
 
     x_shape = (2, 3, 2, 3, 2) if layout == "NCDHW" else (2, 2, 3, 2, 3)
@@ -123,7 +123,7 @@ def test_the_forward_on_borrowed_memory(session: Session, no_leaks, layout: str)
 
 
 def test_forward_torch_on_cpu_tensors(no_leaks, session: Session) -> None:
-    from upsample3d_grad.torch_interop import forward_torch
+    from upsample3d_grad.functional import forward_torch
 
     x = torch.arange(1, 49, dtype=torch.float32).reshape(2, 2, 2, 2, 3)
     y = forward_torch(x, (1, 1, 1), session=session)

@@ -68,7 +68,7 @@ def test_the_module_function_writes_into_a_cpu_tensor_out(no_leaks) -> None:
     try:
         assert upsample_nearest_exact3d_backward(g, OUT3, IN5, out=out) is out
     finally:
-        from upsample3d_grad.api import close_default_session
+        from upsample3d_grad.functional import close_default_session
 
         close_default_session()
     np.testing.assert_array_equal(out.numpy(), _want(g))
@@ -87,7 +87,7 @@ def test_a_tensor_on_another_device_is_a_type_error(no_leaks, session: Session) 
         with pytest.raises(TypeError, match=r"gradInput \(out\): the torch tensor is on meta"):
             upsample_nearest_exact3d_backward(_grad(), OUT3, IN5, out=meta_out)
     finally:
-        from upsample3d_grad.api import close_default_session
+        from upsample3d_grad.functional import close_default_session
 
         close_default_session()
 

@@ -9,8 +9,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from upsample3d_grad import reference, reference_forward
+from upsample3d_grad import reference
 from upsample3d_grad.adjoint import adjoint_check, random_pair
+from upsample3d_grad.reference import forward as reference_forward
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 # (input NCDHW dims D, H, W; output size; scales): a tie shape from the facts (§6.4), a scaled tie, no tie

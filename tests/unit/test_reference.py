@@ -2,9 +2,10 @@
 
 The oracles here are written from the index laws in cann-abi.md §5.3, §6.1 and §6.5
 with numpy float32 *scalars* and Python loops, so they share no code with the
-vectorised tables and the summation engine (upsample3d_grad._window_sums) under test.  Most data is small
-integers: every window sum is then exact in float32 whatever the summation order,
-so results can be compared exactly (and index errors cannot hide in a tolerance).
+vectorised tables and the summation engine (upsample3d_grad.reference._sum_passes
+and _sum_plans) under test.  Most data is small integers: every window sum is then
+exact in float32 whatever the summation order, so results can be compared exactly
+(and index errors cannot hide in a tolerance).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from upsample3d_grad import _window_sums as W
 from upsample3d_grad import reference as R
+from upsample3d_grad.reference import _sum_passes as passes
+from upsample3d_grad.reference import _sum_plans as plans
 
 DTYPES = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
 LAYOUTS = ["NCDHW", "NDHWC"]
@@ -98,15 +100,15 @@ def engine(method: str | None = None, chunks: int | None = None, d_major: bool |
     """Force a summation method / chunk count / chunk order in the engine (plans are cached, so clear them).
 
     ``d_major``: True chunks D-major whenever D is reduced, False never, None as the engine decides."""
-    old = (W._FORCE_METHOD, W._FORCE_CHUNKS, W._D_MAJOR_CALLS)
-    W._FORCE_METHOD, W._FORCE_CHUNKS = method, chunks
+    old = (passes._FORCE_METHOD, plans._FORCE_CHUNKS, plans._D_MAJOR_CALLS)
+    passes._FORCE_METHOD, plans._FORCE_CHUNKS = method, chunks
     if d_major is not None:
-        W._D_MAJOR_CALLS = -1 if d_major else 1 << 30
+        plans._D_MAJOR_CALLS = -1 if d_major else 1 << 30
     R._plan.cache_clear()
     try:
         yield
     finally:
-        W._FORCE_METHOD, W._FORCE_CHUNKS, W._D_MAJOR_CALLS = old
+        passes._FORCE_METHOD, plans._FORCE_CHUNKS, plans._D_MAJOR_CALLS = old
         R._plan.cache_clear()
 
 
@@ -439,8 +441,8 @@ def test_matmul_pass_falls_back_to_exact_sums() -> None:
     every window of its row) or a non-float32 input sends the pass to its additive fallback."""
     rng = np.random.default_rng(8)
     lo = R.window_starts(4, 10)
-    info = W._TableInfo(lo)
-    op = W._AxisOp(4, info, "matmul", True, "runs")
+    info = passes._TableInfo(lo)
+    op = passes._AxisOp(4, info, "matmul", True, "runs")
     x = int_data(rng, (1, 2, 3, 3, 10), np.float32)
     want = np.stack([x[..., lo[i] : lo[i + 1]].sum(axis=-1) for i in range(4)], axis=-1)
     out = np.empty((1, 2, 3, 3, 4), np.float32)
@@ -469,7 +471,7 @@ def test_float16_bit_conversion_is_exact_for_every_pattern() -> None:
     h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     for x in (h, h.reshape(256, 256)[::3, ::-2]):
         out = np.empty(x.shape, np.float32)
-        W._f16_to_f32(x, out)
+        plans._f16_to_f32(x, out)
         want = x.astype(np.float32)
         np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
 
@@ -518,7 +520,7 @@ def test_threads_from_many_callers_and_errors_reach_the_caller(monkeypatch: pyte
         for t in ts:
             t.join()
         assert not errors
-        real = W._backward_chunk
+        real = plans._backward_chunk
         done: list[int] = []
 
         def failing(x, ops, scat, res, scratch):  # type: ignore[no-untyped-def]
@@ -530,7 +532,7 @@ def test_threads_from_many_callers_and_errors_reach_the_caller(monkeypatch: pyte
         plan = R._plan(gs[0].shape, "NCDHW", R._dim_keys(osz, isz, [None] * 3, "cann"))
         out = np.zeros(isz, np.float32)
         want_last = out[plan.chunks[-1][1]].ctypes.data  # the last chunk runs on a worker thread
-        monkeypatch.setattr(W, "_backward_chunk", failing)
+        monkeypatch.setattr(plans, "_backward_chunk", failing)
         with pytest.raises(RuntimeError, match="chunk failed"):
             R.upsample_nearest_exact3d_backward(gs[0], osz, isz, out=out, threads=2)
         assert len(done) == len(plan.chunks) - 1  # the other chunks all ran before the raise
@@ -570,14 +572,14 @@ def test_chunks_reuse_their_work_arrays(monkeypatch: pytest.MonkeyPatch, dtype: 
     it reads.  Chunks of unequal size (D-major blocks) use a prefix of the slot."""
     rng = np.random.default_rng(19)
     seen: list[tuple[object, int, np.ndarray]] = []  # holds every scratch and buffer: no address is reused
-    real = W._Scratch.get
+    real = plans._Scratch.get
 
     def get(self, slot, shape):  # type: ignore[no-untyped-def]
         arr = real(self, slot, shape)
         seen.append((self, slot, arr.base))
         return arr
 
-    monkeypatch.setattr(W._Scratch, "get", get)
+    monkeypatch.setattr(plans._Scratch, "get", get)
     for isz, osz, chunks, d_major in [((2, 4, 8, 16, 16), (16, 32, 32), 8, False),
                                       ((2, 3, 17, 5, 6), (40, 9, 11), 17, True)]:
         g = int_data(rng, (isz[0], isz[1], *osz), dtype)

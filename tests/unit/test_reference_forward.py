@@ -1,4 +1,4 @@
-"""The numpy reference of the forward (``upsample3d_grad.reference_forward``).
+"""The numpy reference of the forward (``upsample3d_grad.reference.forward``).
 
 - The kernel's law (docs/cann-forward-facts.md §4, §3.5) on the facts' worked examples, both SoC variants.
 - ``convention="torch_cpu"`` against torch CPU's ``F.interpolate(mode="nearest-exact")`` bit for bit, and the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from upsample3d_grad import reference
-from upsample3d_grad import reference_forward as rf
+from upsample3d_grad.reference import forward as rf
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BF16)

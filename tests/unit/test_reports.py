@@ -14,7 +14,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from upsample3d_grad import _jsonout, compare, hostinfo, smoke
+from upsample3d_grad.tools import _jsonout, compare, hostinfo, smoke
 
 PKG = Path(smoke.__file__).resolve().parent
 
@@ -208,9 +208,9 @@ def test_logged_arguments_are_values() -> None:
 
 @pytest.mark.parametrize("dtype", list(smoke.DTYPES.values()))
 def test_bench_data_is_built_in_the_target_dtype(dtype: np.dtype) -> None:
-    from upsample3d_grad import cli
+    from upsample3d_grad.tools import cli_bench
 
-    data = cli._random_data((3, (1 << 20) + 5), dtype)  # more than one chunk
+    data = cli_bench._random_data((3, (1 << 20) + 5), dtype)  # more than one chunk
     assert data.dtype == dtype and data.shape == (3, (1 << 20) + 5)
     assert np.isfinite(data.astype(np.float32)).all() and float(data.astype(np.float32).std()) > 0.5
-    assert np.array_equal(data, cli._random_data((3, (1 << 20) + 5), dtype))  # seeded
+    assert np.array_equal(data, cli_bench._random_data((3, (1 << 20) + 5), dtype))  # seeded

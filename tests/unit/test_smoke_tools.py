@@ -1,7 +1,7 @@
 """The smoke matrix as data, its comparison rule, the SoC table and the report schema validator.
 
-No library is loaded here: these tests cover the pieces of ``upsample3d_grad.smoke`` and
-``upsample3d_grad._schema`` that do not touch a device.
+No library is loaded here: these tests cover the pieces of ``upsample3d_grad.tools.smoke`` and
+``upsample3d_grad.tools._schema`` that do not touch a device.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from upsample3d_grad import _schema, checks, reference, smoke
+from upsample3d_grad import checks, reference
+from upsample3d_grad.tools import _schema, smoke
 
 # --------------------------------------------------------------------------- the matrix
 

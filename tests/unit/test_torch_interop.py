@@ -14,13 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from upsample3d_grad import reference
-from upsample3d_grad.torch_interop import backward_torch, describe_tensor, numpy_to_tensor, tensor_to_numpy
+from upsample3d_grad.functional import backward_torch
+from upsample3d_grad.torch_interop import describe_tensor, numpy_to_tensor, tensor_to_numpy
 
 torch = pytest.importorskip("torch")
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16), torch.bfloat16: BF16}
-# float32 sums may differ in order; float16 / bfloat16 by one rounding (as in upsample3d_grad.smoke)
+# float32 sums may differ in order; float16 / bfloat16 by one rounding (as in upsample3d_grad.tools.smoke)
 RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2.0 ** -10, BF16: 2.0 ** -7}
 
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from acl_bindings import AclError
 
-from .adjoint import device_adjoint_check
-from .reference_forward import soc_family
+from ..adjoint import device_adjoint_check
+from ..reference import soc_family
 
 __all__ = ["AdjointCase", "adjoint_matrix", "run_adjoint_case"]
 

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import __version__
+
 __all__ = ["INSTALL_INFO", "DEFAULT_DRIVER_ROOT", "utc_now", "hostname", "read_key_values", "driver_version",
            "toolkit_version", "host_facts", "command_line"]
 
@@ -128,8 +130,6 @@ def command_line(argv: Sequence[str]) -> str:
 
 def host_facts() -> dict[str, Any]:
     """Host name, package, Python and numpy versions, platform and the driver version (no library needed)."""
-    from . import __version__
-
     drv = driver_version()
     return {
         "hostname": hostname(),

@@ -35,16 +35,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .reference import (
-    _check_array,
-    _check_choice,
-    _check_scales,
-    _check_sizes,
-    _given,
-    _phys,
-    resolve_scales,
-    window_starts,
-)
+from ._laws import resolve_scales, window_starts
+from ._validate import _check_array, _check_choice, _check_scales, _check_sizes, _given, _phys
 
 __all__ = [
     "FORWARD_CONVENTIONS",

@@ -8,6 +8,8 @@
   meaning "not given"; cann-abi.md §5.1).
 * :func:`upsample_nearest_exact3d` and :func:`UpsampleNearestExact3d`: the same for the forward operator
   (``torch.ops.aten._upsample_nearest_exact3d``; the graph-IR op with its ``output_size`` and ``scale_*`` attrs).
+* :func:`backward_torch` and :func:`forward_torch`: torch tensors in and out (CPU tensors through a session,
+  NPU tensors in place on torch_npu's stream, :mod:`upsample3d_grad.torch_interop`).
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from acl_bindings import AclnnParamError, AclTypeError
+from acl_bindings.torch import is_tensor, numpy_to_tensor, tensor_to_numpy
 
 from ._env import default_device
 from ._torch_host import host_view
 from .forward import PHASE1 as FORWARD_PHASE1
 from .op import PHASE1
 from .session import Session
+from .torch_interop import _backward_npu, _forward_npu
 
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "upsample_nearest_exact3d",
-           "UpsampleNearestExact3d", "default_session", "close_default_session"]
+           "UpsampleNearestExact3d", "default_session", "close_default_session", "backward_torch", "forward_torch"]
 
 _lock = threading.Lock()
 _default: Optional[Session] = None
@@ -186,3 +190,96 @@ def UpsampleNearestExact3d(x: Any, output_size: Sequence[int], scale_d: float = 
             raise AclTypeError(161002, FORWARD_PHASE1, f"{name}: expected a float, got {type(s).__name__} {s!r}")
         scales.append(None if s == 0 else float(s))
     return upsample_nearest_exact3d(x, output_size, *scales, layout=layout, strict=strict)
+
+
+# --------------------------------------------------------------------------- torch tensors in and out
+
+def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
+                   scales_d: float | None = None, scales_h: float | None = None,
+                   scales_w: float | None = None, *, layout: str = "NCDHW", out: Any = None,
+                   return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
+    """gradInput of nearest-exact 3-D upsampling for torch tensors.
+
+    Parameters
+    ----------
+    grad_output:
+        A torch tensor (CPU, or NPU with torch_npu) or a numpy array, float32 /
+        float16 / bfloat16, 5-D in *layout* (physical dims: ``[N,D,H,W,C]`` for NDHWC).
+    output_size, input_size, scales_d, scales_h, scales_w, layout, strict:
+        As :meth:`upsample3d_grad.Session.backward`.
+    out:
+        Preallocated result on the same device as *grad_output* (written in place
+        and returned when ``return_type="torch"``).
+    return_type:
+        ``"torch"`` (default) or ``"numpy"``.  For an NPU input, ``"numpy"`` copies
+        the result to the host (which waits for the stream).
+    session:
+        The :class:`~upsample3d_grad.Session` for CPU inputs (default: the process-wide one).
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+    """
+    if return_type not in ("torch", "numpy"):
+        raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
+    if is_tensor(grad_output) and grad_output.device.type != "cpu":
+        if grad_output.device.type != "npu":
+            raise TypeError(f"grad_output is on {grad_output.device}: only CPU and NPU (torch_npu) tensors are "
+                            "supported")
+        return _backward_npu(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), layout, out,
+                             return_type, strict)
+    g = tensor_to_numpy(grad_output) if is_tensor(grad_output) else grad_output
+    out_np = None
+    if out is not None:
+        if is_tensor(out):
+            out_np = tensor_to_numpy(out)  # shares memory: the result lands in *out*
+        elif isinstance(out, np.ndarray):
+            out_np = out
+        else:
+            raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
+    result: Any
+    if session is None:
+        with _on_default_session() as default:  # (kept open while this call runs on it)
+            result = default.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
+                                      out=out_np, strict=strict)
+    else:
+        result = session.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
+                                  out=out_np, strict=strict)
+    if return_type == "numpy":
+        return result
+    if out is not None and is_tensor(out):
+        return out
+    return numpy_to_tensor(result)
+
+
+def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None = None,
+                  scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
+                  out: Any = None, return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
+    """Nearest-exact 3-D upsampling (the forward) for torch tensors, as :func:`backward_torch` for the backward.
+
+    *input* is a CPU or NPU (torch_npu) tensor or a numpy array; an NPU tensor is used in place (an aclTensor
+    over its storage, the result allocated on its device or written into *out*, the kernel queued on torch_npu's
+    current stream, no sync).  Other arguments as :meth:`upsample3d_grad.Session.forward`.
+    """
+    if return_type not in ("torch", "numpy"):
+        raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
+    if is_tensor(input) and input.device.type != "cpu":
+        if input.device.type != "npu":
+            raise TypeError(f"input is on {input.device}: only CPU and NPU (torch_npu) tensors are supported")
+        return _forward_npu(input, output_size, (scales_d, scales_h, scales_w), layout, out, return_type, strict)
+    x = tensor_to_numpy(input) if is_tensor(input) else input
+    if out is not None and not (is_tensor(out) or isinstance(out, np.ndarray)):
+        raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
+    out_np = tensor_to_numpy(out) if is_tensor(out) else out  # a tensor shares memory: the result lands in it
+    if session is None:
+        with _on_default_session() as default:
+            result = default.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
+                                     strict=strict)
+    else:
+        result = session.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
+                                 strict=strict)
+    if return_type == "numpy":
+        return result
+    if out is not None and is_tensor(out):
+        return out
+    return numpy_to_tensor(result)

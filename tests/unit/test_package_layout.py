@@ -1,0 +1,42 @@
+"""The operator package's layout rules: the numpy reference imports no binding, and its modules stay small."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "upsample3d_grad"
+#: what the numpy reference may import besides the standard library and itself
+REFERENCE_MAY_IMPORT = {"numpy", "ml_dtypes"}
+MAX_LINES = 400
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names of the absolute imports of *path* (relative imports are left out)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "reference").glob("*.py")), ids=lambda p: p.name)
+def test_the_reference_is_numpy_only(path: Path) -> None:
+    """No acl_bindings, ctypes or torch in the reference: it runs where no library loads."""
+    names = _imports(path)
+    assert not names & {"acl_bindings", "ctypes", "torch", "upsample3d_grad"}, (path.name, names)
+    stdlib = getattr(sys, "stdlib_module_names", None)  # Python >= 3.10
+    if stdlib is not None:
+        foreign = {n for n in names if n not in stdlib and n != "__future__"}
+        assert foreign <= REFERENCE_MAY_IMPORT, (path.name, foreign)
+
+
+@pytest.mark.parametrize("folder", ["reference", "tools"])
+def test_modules_are_small(folder: str) -> None:
+    sizes = {p.name: len(p.read_text().splitlines()) for p in (PKG / folder).glob("*.py")}
+    assert sizes and all(n <= MAX_LINES for n in sizes.values()), sizes

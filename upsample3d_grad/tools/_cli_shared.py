@@ -1,0 +1,127 @@
+"""What the ``upsample3d-grad`` commands share: exit codes, the backend header line, the report writer,
+progress lines and the partial report that Ctrl-C writes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from typing import Any, NoReturn, TextIO
+
+from acl_bindings import BackendFallbackWarning, LibraryNotFoundError, load_backend
+
+from . import _jsonout
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_LIBRARY = 0, 1, 2, 3
+#: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+PROG = "upsample3d-grad"
+
+#: Seconds after which a long command starts to print progress, and the time between progress lines.
+PROGRESS_AFTER_S = 2.0
+PROGRESS_EVERY_S = 1.0
+
+
+def _header(command: str, backend: Any) -> str:
+    if backend.is_simulator:
+        return f"{PROG} {command}: backend sim - the CPU simulator of the CANN libraries (no NPU is used)"
+    return f"{PROG} {command}: backend cann - real CANN ({backend.runtime.path})"
+
+
+def _load(command: str) -> Any:
+    """Load the backend and print the header line; on failure print why and how to fix it, return None."""
+    requested = os.environ.get("ACL_BINDINGS_BACKEND", "auto") or "auto"
+    try:
+        with warnings.catch_warnings():  # the fallback notice is printed as the first line instead
+            warnings.simplefilter("ignore", BackendFallbackWarning)
+            backend = load_backend()
+    except LibraryNotFoundError as exc:
+        print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
+        print(str(exc), file=sys.stderr)
+        return None
+    except ValueError as exc:  # a bad ACL_BINDINGS_BACKEND value
+        print(f"{PROG} {command}: backend {requested!r} - not available", flush=True)
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    if backend.fallback:  # a CANN install is present but did not load: never a silent simulator
+        print(backend.fallback, flush=True)
+    print(_header(command, backend), flush=True)
+    return backend
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line naming the (sub)command's own help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+class _Run:
+    """What a command has done so far: the partial report written on Ctrl-C, and the real stdout."""
+
+    def __init__(self) -> None:
+        self.report: dict[str, Any] | None = None
+        self.json_stdout: TextIO = sys.stdout
+        self.sigint = False
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        """SIGINT: remembered (so that one swallowed by third-party code still counts), then KeyboardInterrupt."""
+        self.sigint = True
+        raise KeyboardInterrupt
+
+
+_RUN = _Run()
+
+
+def _write_json(path: str, data: Any) -> bool:
+    """Write the report (``-``: the real standard output); on failure print why and return False."""
+    try:
+        _jsonout.write_json(path, data, stdout=_RUN.json_stdout)
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot write the report to {path}: {exc}", file=sys.stderr)
+        return False
+    if path != _jsonout.STDOUT:
+        print(f"report: {path}")
+    return True
+
+
+class _Progress:
+    """Progress lines for long runs: nothing for the first :data:`PROGRESS_AFTER_S` seconds."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.t0 = self.last = time.perf_counter()
+
+    def tick(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.t0 >= PROGRESS_AFTER_S and now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            print(f"  ... {self.what}: {done}/{total} ({now - self.t0:.0f} s)", flush=True)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2 ** 30:.1f} GiB"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+
+def _no_library_reason() -> str:
+    """Why no library loads, in one line (the loader's message)."""
+    try:
+        load_backend()
+    except (LibraryNotFoundError, ValueError) as exc:
+        return " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return "no library could be loaded"
+
+
+def _requested_backend() -> str:
+    value = os.environ.get("ACL_BINDINGS_BACKEND", "auto") or "auto"
+    return value if value in ("auto", "cann", "sim") else "auto"

@@ -1,0 +1,262 @@
+"""The ``upsample3d-grad`` command line (also ``python -m upsample3d_grad``).
+
+Subcommands:
+
+``doctor``
+    The backend and where each library came from, the CANN version, the SoC and
+    whether the operator supports it, the devices and their memory, whether the
+    operator symbol is exported, and a run of the official sample.
+``run``
+    The official sample case (cann-abi.md §5.6): prints the four results.
+``smoke``
+    The smoke matrix (:mod:`upsample3d_grad.tools.smoke`) on one device, a list, or all
+    of them (one process per device), with a progress table and a JSON report
+    (``--json FILE``, schema ``upsample3d_grad/tools/smoke_schema.json``).
+``bench``
+    Device time (events), host overhead per call and effective bandwidth.
+``compare``
+    Smoke reports of several machines or CANN versions in one table
+    (:mod:`upsample3d_grad.tools.compare`).
+
+Every command takes ``-v/--verbose`` (log every C call with its arguments on
+standard error).  ``--json PATH`` writes a report (``-``: standard output, the
+human-readable lines then go to standard error); the path is checked before the run.
+Ctrl-C prints ``interrupted``, writes the partial report (marked ``"interrupted":
+true``), ends the per-device processes and exits 130.
+
+The first line of every command that loads a library names the backend: real CANN or
+the CPU simulator.
+
+Exit codes: 0 success / healthy; 1 a failure (wrong result, failed case, unhealthy
+setup, a case that passes in one compared report and fails in another); 2 usage
+error, or ``smoke --require-npu`` with only the simulator; 3 no library could be
+loaded (the message says how to fix it); 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Callable, Sequence
+
+import numpy.random  # noqa: F401  (imported now: a Ctrl-C inside numpy's lazy import of it can be lost)
+
+from .. import __version__
+from . import _jsonout, compare, hostinfo
+from ._cli_shared import (
+    _RUN,
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    EXIT_NO_LIBRARY,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    _Parser,
+    _write_json,
+)
+from .cli_bench import _bench
+from .cli_doctor import _doctor, _run
+from .cli_smoke import _smoke
+from .smoke import summarize
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_NO_LIBRARY", "EXIT_INTERRUPTED"]
+
+
+
+def _ints(text: str, n: int, what: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.replace("x", ",").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what}: expected {n} comma-separated integers, got {text!r}") from None
+    if len(values) != n:
+        raise argparse.ArgumentTypeError(f"{what}: expected {n} comma-separated integers, got {text!r}")
+    return values
+
+
+# --------------------------------------------------------------------------- parser
+
+def _json_path(text: str) -> str:
+    if text == "":
+        raise argparse.ArgumentTypeError("the path is empty (give a file name, or - for standard output)")
+    return text
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= *minimum*."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _scale(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _compare(args: argparse.Namespace) -> int:
+    if len(args.reports) < 2:
+        args.parser.error(f"compare needs at least two reports, got {len(args.reports)}")
+    try:
+        reports = [compare.load_report(path) for path in args.reports]
+    except (OSError, ValueError) as exc:
+        args.parser.error(str(exc))
+    doc = compare.compare_reports(reports, args.reports)
+    if args.json:
+        _jsonout.write_json(_jsonout.STDOUT, doc)
+    elif args.markdown:
+        sys.stdout.write(compare.render_markdown(doc))
+    else:
+        sys.stdout.write(compare.render_text(doc))
+    return EXIT_OK if doc["ok"] else EXIT_FAIL
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``upsample3d-grad`` command."""
+    parser = _Parser(
+        prog=PROG,
+        description="CANN's aclnnUpsampleNearestExact3dBackward from Python: check the setup, run the official "
+                    "sample, smoke-test and benchmark the operator (on an NPU, or on the CPU simulator), and compare "
+                    "smoke reports of several machines.",
+        epilog="Backend: ACL_BINDINGS_BACKEND=auto (default: real CANN if found, else the simulator) | cann | sim. "
+               "Exit codes: 0 ok, 1 failure, 2 usage (or --require-npu without an NPU), 3 no library found, "
+               "130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    common = _Parser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="log every C call with its arguments and result on standard error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    json_help = "write the report as JSON to FILE (- for standard output; schema: upsample3d_grad/tools/{})"
+
+    p = sub.add_parser("doctor", parents=[common],
+                       help="check the setup: backend, libraries, CANN and driver versions, SoC, devices, operator")
+    p.add_argument("--device", type=int, default=0, help="device for the sample run (default 0)")
+    p.add_argument("--no-run", action="store_true", help="do not run the official sample")
+    p.add_argument("--json", metavar="FILE", type=_json_path, help=json_help.format("doctor_schema.json"))
+    p.set_defaults(func=_doctor, parser=p)
+
+    p = sub.add_parser("run", parents=[common], help="run the official sample case and print the four results")
+    p.add_argument("--device", type=int, default=0, help="device id (default 0)")
+    p.set_defaults(func=_run, parser=p)
+
+    p = sub.add_parser("smoke", parents=[common], help="run the smoke matrix against the numpy reference")
+    p.add_argument("--devices", default="0", help="'0', '1,2' or 'all' (all: one process per device); default 0")
+    p.add_argument("--quick", action="store_true", help="a small matrix")
+    p.add_argument("--json", metavar="FILE", type=_json_path, help=json_help.format("smoke_schema.json"))
+    p.add_argument("--require-npu", action="store_true",
+                   help="fail (exit 2) when only the CPU simulator is available")
+    p.add_argument("--no-plans", action="store_true",
+                   help="Session(plans=False): run both phases on every call (no executor reuse)")
+    p.set_defaults(func=_smoke, parser=p)
+
+    p = sub.add_parser("bench", parents=[common], help="device time (events), host overhead per call, effective GB/s")
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--input-size", type=lambda t: _ints(t, 5, "--input-size"), default=(2, 16, 16, 32, 32),
+                   metavar="N,C,D,H,W", help="gradInput size (default 2,16,16,32,32)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--scale", type=_scale, default=2.0,
+                   help="forward scale for D, H and W, passed to the operator: 0 < scale <= 50 (default 2)")
+    g.add_argument("--output-size", type=lambda t: _ints(t, 3, "--output-size"), default=None,
+                   metavar="D,H,W", help="gradOut spatial size instead of --scale (scales not passed)")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--layout", choices=("NCDHW", "NDHWC"), default="NCDHW")
+    p.add_argument("--repeat", type=_int_at_least(1), default=20, help="timed runs, >= 1 (default 20)")
+    p.add_argument("--warmup", type=_int_at_least(0), default=3, help="untimed runs first, >= 0 (default 3)")
+    p.add_argument("--json", metavar="FILE", type=_json_path, help="also write the figures as JSON (- for stdout)")
+    p.set_defaults(func=_bench, parser=p)
+
+    p = sub.add_parser("compare", parents=[common],
+                       help="compare smoke reports of several machines or CANN versions in one table")
+    p.add_argument("reports", nargs="+", metavar="REPORT.json", help="smoke reports (smoke --json), two or more")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="write Markdown tables instead of text")
+    fmt.add_argument("--json", action="store_true", help="write the comparison as JSON instead of text")
+    p.set_defaults(func=_compare, parser=p)
+    return parser
+
+
+def _verbose() -> None:
+    """Turn on the C-call log (``ACL_BINDINGS_LOG_CALLS``, read when a function is bound) on standard error."""
+    os.environ["ACL_BINDINGS_LOG_CALLS"] = "1"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    log = logging.getLogger("acl_bindings")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+
+
+def _interrupted(args: argparse.Namespace) -> None:
+    """Ctrl-C: one ``interrupted`` line; the partial report, marked, where ``--json`` asks for one."""
+    print("interrupted", file=sys.stderr, flush=True)
+    report = _RUN.report
+    path = getattr(args, "json", None)
+    if report is None or not isinstance(path, str):
+        return
+    report["interrupted"] = True
+    if "cases" in report and "summary" in report:
+        report["summary"] = summarize(report["cases"])
+        report["summary"]["ok"] = False
+    if "healthy" in report:
+        report["healthy"] = False
+    _write_json(path, report)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    raw = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(raw)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    args.argv = [PROG, *raw]
+    args.started_utc = hostinfo.utc_now()
+    path = getattr(args, "json", None)
+    if isinstance(path, str):  # a report path (compare's --json is a flag): check it before the run
+        problem = _jsonout.check_target(path)
+        if problem:
+            args.parser.error(problem)
+    if args.verbose:
+        _verbose()
+    _RUN.report = None
+    _RUN.json_stdout = sys.stdout
+    _RUN.sigint = False
+    saved = sys.stdout
+    handler = None
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        handler = signal.signal(signal.SIGINT, _RUN.on_sigint)
+    if path == _jsonout.STDOUT:
+        sys.stdout = sys.stderr  # the report owns standard output; the human-readable lines go to stderr
+    try:
+        rc = int(args.func(args))
+        if _RUN.sigint:  # interrupted, but the KeyboardInterrupt was swallowed on the way
+            raise KeyboardInterrupt
+        return rc
+    except KeyboardInterrupt:
+        _interrupted(args)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAIL
+    finally:
+        sys.stdout = saved
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

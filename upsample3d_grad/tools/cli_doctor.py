@@ -1,0 +1,158 @@
+"""``upsample3d-grad doctor`` (the setup, checked) and ``upsample3d-grad run`` (the official sample)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from acl_bindings import AclError
+
+from ..session import Session
+from . import hostinfo, smoke
+from ._cli_shared import (
+    _RUN,
+    EXIT_FAIL,
+    EXIT_NO_LIBRARY,
+    EXIT_OK,
+    PROG,
+    _gib,
+    _load,
+    _no_library_reason,
+    _requested_backend,
+    _write_json,
+)
+from .smoke import SAMPLE_EXPECTED, SCHEMA_VERSION
+
+SAMPLE_GRAD_OUT_SHAPE = (2, 2, 2, 2, 2)
+SAMPLE_OUTPUT_SIZE = (2, 2, 2)
+SAMPLE_INPUT_SIZE = (2, 2, 1, 1, 1)
+
+
+def _sample_input() -> np.ndarray:
+    return np.arange(1, 33, dtype=np.float32).reshape(SAMPLE_GRAD_OUT_SHAPE)
+
+
+
+def _doctor_report(args: argparse.Namespace, env: dict[str, Any], devices: list[dict[str, Any]],
+                   problems: list[str], sample: dict[str, Any]) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "tool": f"{PROG} doctor", "created_utc": args.started_utc,
+            "argv": args.argv, "command_line": hostinfo.command_line(args.argv), "interrupted": False,
+            "healthy": not problems, "problems": problems, "environment": env, "devices": devices,
+            "sample": sample}
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    _RUN.report = _doctor_report(args, smoke.unavailable_environment("interrupted before the facts were read",
+                                                                     _requested_backend()), [],
+                                 ["interrupted"], {"ran": False})
+    backend = _load("doctor")
+    if backend is None:
+        if args.json:
+            reason = _no_library_reason()
+            _write_json(args.json, _doctor_report(args, smoke.unavailable_environment(reason, _requested_backend()),
+                                                  [], [f"no library could be loaded: {reason}"], {"ran": False}))
+        return EXIT_NO_LIBRARY
+
+    problems: list[str] = [backend.fallback] if backend.fallback else []
+    try:
+        env, devices = smoke.environment_and_devices()
+    except AclError as exc:
+        print(f"error: the runtime failed while gathering facts: {exc}")
+        return EXIT_FAIL
+    _RUN.report = _doctor_report(args, env, devices, ["interrupted"], {"ran": False})
+    print(f"host:           {env['hostname']} at {args.started_utc}")
+    print(f"driver:         {env['driver_version']} ({env['driver_version_source']})")
+    print(backend.describe())
+    if env.get("simulator_version"):
+        print(f"simulator:      {env['simulator_version']}")
+    print(f"CANN version:   {env['cann_version'] or 'unknown (this CANN exports no version query)'}")
+    if env.get("acl_version"):
+        print(f"ACL API:        {env['acl_version']}")
+    print(f"SoC:            {env['soc_name'] or '?'} - {env['soc_note']}")
+    if env["soc_supported"] is False:
+        problems.append(f"the SoC {env['soc_name']} is not supported by the operator")
+    count = env["device_count"]
+    print(f"devices:        {count}")
+    for dev in devices:
+        print(f"  device {dev['id']}: {_gib(dev['free_bytes'])} free of {_gib(dev['total_bytes'])}")
+    if count == 0:
+        problems.append("no device is visible (check the driver: npu-smi info)")
+    if env.get("error"):
+        problems.append(f"runtime error: {env['error']}")
+    if env["operator_found"]:
+        lib = next((i for i in env["libraries"] if i["path"] == env["operator_library"]), None)
+        via = f" [found via {lib['found_via']}]" if lib else ""
+        print(f"operator:       {env['operator_symbol']} found in {env['operator_library']}{via}")
+    else:
+        searched = ", ".join(p for p, _ in backend.op_candidates) or "no operator library was found"
+        print(f"operator:       {env['operator_symbol']} NOT FOUND (searched: {searched})")
+        for path, why in backend.op_failures():
+            problems.append(f"{path} failed to load: {why}")
+        problems.append("the operator is not exported by any operator library: install the CANN ops package "
+                        "(it provides libopapi_cv.so / libopapi.so), then source set_env.sh")
+    sample: dict[str, Any] = {"ran": False}
+    if args.no_run:
+        print("sample run:     skipped (--no-run)")
+    elif count == 0 or not env["operator_found"]:
+        print("sample run:     skipped (no device or no operator)")
+    else:
+        sample = _run_sample(args.device)
+        if sample["ok"]:
+            print(f"sample run:     ok on device {args.device}: {[int(v) for v in sample['result']]} "
+                  f"(workspace {sample['workspace_size']} bytes)")
+        else:
+            print(f"sample run:     FAILED on device {args.device}: {sample['error']}")
+            problems.append(f"the official sample failed: {sample['error']}")
+    print(f"determinism:    {env['determinism']}")
+    healthy = not problems
+    if env["soc_supported"] is None and healthy:
+        print(f"warning:        {env['soc_note']}")
+    print("verdict:        healthy" if healthy else "verdict:        NOT healthy")
+    for p in problems:
+        print(f"  - {p}")
+    if args.json and not _write_json(args.json, _doctor_report(args, env, devices, problems, sample)):
+        return EXIT_FAIL
+    return EXIT_OK if healthy else EXIT_FAIL
+
+
+def _run_sample(device_id: int) -> dict[str, Any]:
+    try:
+        with Session(device_id) as s:
+            out = s.backward(_sample_input(), SAMPLE_OUTPUT_SIZE, SAMPLE_INPUT_SIZE)
+            size = s.last_workspace_size
+    except (AclError, OSError, ValueError) as exc:
+        return {"ran": True, "ok": False, "error": " | ".join(str(exc).splitlines()), "result": None}
+    assert isinstance(out, np.ndarray)
+    result = out.ravel().tolist()
+    ok = result == SAMPLE_EXPECTED
+    return {"ran": True, "ok": ok, "result": result, "workspace_size": size,
+            "error": "" if ok else f"expected {SAMPLE_EXPECTED}, got {result}"}
+
+
+# --------------------------------------------------------------------------- run
+
+def _run(args: argparse.Namespace) -> int:
+    backend = _load("run")
+    if backend is None:
+        return EXIT_NO_LIBRARY
+
+    print("official sample (cann-abi.md §5.6): gradOut [2,2,2,2,2] = 1..32 (float32, NCDHW), "
+          "outputSize [2,2,2], inputSize [2,2,1,1,1], scales 0")
+    try:
+        with Session(args.device) as s:
+            out = s.backward(_sample_input(), SAMPLE_OUTPUT_SIZE, SAMPLE_INPUT_SIZE)
+            print(f"device {args.device}, workspace {s.last_workspace_size} bytes")
+    except AclError as exc:
+        print(f"FAILED: {exc}")
+        return EXIT_FAIL
+    assert isinstance(out, np.ndarray)
+    values = out.ravel().tolist()
+    for i, v in enumerate(values):
+        print(f"result[{i}] = {v:g}")
+    if values == SAMPLE_EXPECTED:
+        print(f"OK: matches the expected {[int(v) for v in SAMPLE_EXPECTED]}")
+        return EXIT_OK
+    print(f"WRONG: expected {[int(v) for v in SAMPLE_EXPECTED]}, got {values}")
+    return EXIT_FAIL

@@ -1,0 +1,228 @@
+"""``upsample3d-grad smoke``: the smoke matrix on one device, a list, or all of them (one process per device)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Sequence
+
+from acl_bindings import AclError, device_count
+
+from . import smoke
+from ._cli_shared import (
+    _RUN,
+    EXIT_FAIL,
+    EXIT_NO_LIBRARY,
+    EXIT_OK,
+    EXIT_USAGE,
+    _gib,
+    _load,
+    _no_library_reason,
+    _requested_backend,
+    _write_json,
+)
+
+
+def _row(k: int, total: int, entry: dict[str, Any]) -> str:
+    status = entry["status"].upper()
+    head = f"[{k:>3}/{total}] {status:<5} {entry['name']:<44}"
+    if entry["kind"] == "bad_input":
+        tail = f"expected {entry['expected_code']}, got {entry['got_code']}"
+    elif entry["kind"] == "adjoint":
+        tail = entry["message"]
+    else:
+        shape = "x".join(str(n) for n in entry["shape"])
+        ws = entry["workspace_size"]
+        ms = entry["time_ms"]
+        ms_text = f"{ms:7.2f}" if ms is not None else f"{'-':>7}"
+        tail = (f"{shape:<14} ws {ws if ws is not None else '-':>7} B  {ms_text} ms  "
+                f"abs {_sci(entry['max_abs_err'])}  rel {_sci(entry['max_rel_err'])}")
+    line = f"{head} {tail}"
+    if entry["status"] in ("fail", "error", "skip") and entry["message"]:
+        line += f"\n          {entry['message']}"
+    return line
+
+
+def _sci(x: float | None) -> str:
+    return "   -   " if x is None else f"{x:.1e}"
+
+
+def _parse_devices(text: str, count: int) -> list[int]:
+    if text == "all":
+        return list(range(count))
+    try:
+        ids = [int(v) for v in text.split(",") if v.strip() != ""]
+    except ValueError:
+        raise ValueError(f"--devices: expected 'all' or comma-separated device ids, got {text!r}") from None
+    if not ids:
+        raise ValueError("--devices: no device id given")
+    bad = [i for i in ids if not 0 <= i < count]
+    if bad:
+        raise ValueError(f"--devices: device id(s) {bad} out of range: {count} device(s) visible")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"--devices: device ids repeat: {text!r}")
+    return ids
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    backend = _load("smoke")
+    if backend is None:
+        if args.json:
+            reason = _no_library_reason()
+            report = smoke.new_report(smoke.unavailable_environment(reason, _requested_backend()), args.quick,
+                                      args.argv, plans=not args.no_plans)
+            _write_json(args.json, report)
+        return EXIT_NO_LIBRARY
+    if args.require_npu and backend.is_simulator:
+        print("--require-npu: only the CPU simulator is available, so no NPU can be tested. "
+              "Source CANN's set_env.sh before starting Python, or drop --require-npu.", file=sys.stderr)
+        return EXIT_USAGE
+
+    try:
+        count = device_count()
+        devices = _parse_devices(args.devices, count)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except AclError as exc:
+        print(f"error: cannot count devices: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    if not devices:
+        print("error: no device is visible", file=sys.stderr)
+        return EXIT_FAIL
+    argv = list(args.argv)
+    if args.devices == "all" or len(devices) > 1:
+        return _smoke_processes(args, devices, argv)
+    return _smoke_here(args, devices[0], argv)
+
+
+def _smoke_here(args: argparse.Namespace, device_id: int, argv: list[str]) -> int:
+    env = smoke.environment()
+    print(f"CANN {env['cann_version'] or '?'} | SoC {env['soc_name']} - {env['soc_note']} | "
+          f"operator in {env['operator_library'] or 'NOT FOUND'}")
+    print(f"device {device_id}; tolerances: float32 {smoke.tolerance_text('float32')}; float16/bfloat16 one rounding "
+          "(eps*|ref|) + the same absolute term")
+    t0 = time.perf_counter()
+    report = smoke.new_report(env, args.quick, argv, plans=not args.no_plans)
+    _RUN.report = report  # filled case by case: the partial report on Ctrl-C
+
+    def progress(k: int, total: int, entry: dict[str, Any]) -> None:
+        report["cases"].append(entry)
+        print(_row(k, total, entry), flush=True)
+
+    dev, results = smoke.run_device(device_id, args.quick, env, progress, plans=not args.no_plans)
+    report["devices"].append(dev)
+    report["summary"] = smoke.summarize(results)
+    s = report["summary"]
+    print(f"summary: {s['passed']} passed, {s['failed']} failed, {s['errors']} errors, {s['skipped']} skipped "
+          f"of {s['total']} on device {device_id} in {time.perf_counter() - t0:.2f} s; "
+          f"repeat identical: {dev['repeat_identical']}")
+    if args.json and not _write_json(args.json, report):
+        return EXIT_FAIL
+    return EXIT_OK if s["ok"] else EXIT_FAIL
+
+
+def _child_env() -> dict[str, str]:
+    """This environment, with this package's folder first on PYTHONPATH (children import the same code)."""
+    env = os.environ.copy()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root, *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
+    return env
+
+
+def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[str]) -> int:
+    """One child process per device, run at the same time; their lines are prefixed and merged."""
+    lock = threading.Lock()
+    children: list[tuple[int, subprocess.Popen[str], str]] = []
+    with tempfile.TemporaryDirectory(prefix="upsample3d-smoke-") as tmp:
+        try:
+            for dev in devices:
+                path = os.path.join(tmp, f"device{dev}.json")
+                cmd = [sys.executable, "-m", "upsample3d_grad", "smoke", "--devices", str(dev), "--json", path]
+                cmd += [flag for flag, on in (("--quick", args.quick), ("--no-plans", args.no_plans),
+                                              ("--verbose", args.verbose)) if on]
+                # a session of its own: a terminal's Ctrl-C reaches the parent only, which stops each child once
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=_child_env(), start_new_session=True)
+                children.append((dev, proc, path))
+            print(f"devices {devices}: one process each (pids {', '.join(str(p.pid) for _, p, _ in children)})",
+                  flush=True)
+
+            def pump(dev: int, proc: subprocess.Popen[str]) -> None:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    if line.startswith("report: ") or line.strip() == "interrupted":
+                        continue  # the child's report is a temporary file, merged below; one interrupted line
+                    with lock:
+                        print(f"[device {dev}] {line.rstrip()}", flush=True)
+
+            threads = [threading.Thread(target=pump, args=(dev, proc), daemon=True) for dev, proc, _ in children]
+            for t in threads:
+                t.start()
+            for _, proc, _ in children:
+                proc.wait()
+        except KeyboardInterrupt:
+            _stop_children([proc for _, proc, _ in children])
+            partial = _read_child_reports(children)[0]
+            if partial:
+                _RUN.report = smoke.merge_reports(partial, argv)
+            raise
+        for t in threads:
+            t.join()
+        reports, failed_children = _read_child_reports(children)
+    if not reports:
+        for line in failed_children:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_FAIL
+    merged = smoke.merge_reports(reports, argv)
+    for line in failed_children:
+        merged["summary"]["ok"] = False
+        print(f"error: {line}", file=sys.stderr)
+    for d in merged["devices"]:
+        print(f"device {d['id']}: {d['status'].upper()} - {d['passed']} passed, {d['failed']} failed, "
+              f"{d['skipped']} skipped of {d['cases']}; memory {_gib(d['mem_free_bytes'])} free of "
+              f"{_gib(d['mem_total_bytes'])}")
+    s = merged["summary"]
+    print(f"summary: {s['passed']} passed, {s['failed']} failed, {s['errors']} errors, {s['skipped']} skipped "
+          f"of {s['total']} on {len(merged['devices'])} device(s)")
+    if args.json and not _write_json(args.json, merged):
+        return EXIT_FAIL
+    return EXIT_OK if s["ok"] and not failed_children else EXIT_FAIL
+
+
+def _read_child_reports(children: Sequence[tuple[int, subprocess.Popen[str], str]]
+                        ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The reports the finished children wrote, and a line for each child that failed."""
+    reports: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for dev, proc, path in children:
+        rc = proc.poll()
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as fh:
+                reports.append(json.load(fh))
+        else:
+            failed.append(f"device {dev}: the smoke process exited with {rc} without a report")
+        if rc not in (EXIT_OK, EXIT_FAIL):
+            failed.append(f"device {dev}: the smoke process exited with {rc}")
+    return reports, failed
+
+
+def _stop_children(procs: Sequence[subprocess.Popen[str]], grace_s: float = 10.0) -> None:
+    """Ctrl-C: SIGINT to every child still running (each writes its partial report), then wait; kill stragglers."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
