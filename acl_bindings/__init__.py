@@ -44,8 +44,6 @@ from .meta import IntArray, Tensor, contiguous_strides
 from .op import Executor, TwoPhaseOp, Workspace
 from .runtime import (
     Device,
-    Event,
-    Stream,
     acl_version,
     cann_version,
     current_context,
@@ -54,6 +52,7 @@ from .runtime import (
     finalize,
     soc_name,
 )
+from .streams import Event, Stream
 
 logging.getLogger("acl_bindings").addHandler(logging.NullHandler())
 

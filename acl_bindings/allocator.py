@@ -29,7 +29,8 @@ import numpy as np
 
 from .errors import AclMemoryError, ClosedError
 from .memory import DeviceBuffer
-from .runtime import Device, Stream
+from .runtime import Device
+from .streams import Stream
 
 __all__ = ["CachingAllocator", "PooledBuffer", "StreamClock", "ROUND", "DEFAULT_CAPACITY"]
 

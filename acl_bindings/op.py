@@ -37,7 +37,8 @@ from ._types import aclIntArray_p, aclOpExecutor_p, aclTensor_p
 from .memory import DeviceBuffer
 from .meta import Tensor
 from .prototypes import two_phase_prototypes
-from .runtime import Device, Stream
+from .runtime import Device
+from .streams import Stream
 
 __all__ = ["TwoPhaseOp", "Executor", "Workspace", "Arg", "ArgKind", "input_tensor", "output_tensor", "int_array",
            "double"]

@@ -31,7 +31,8 @@ from .errors import AclnnParamError, ClosedError
 from .memory import DeviceBuffer, host_bytes, host_span
 from .meta import Tensor, contiguous_strides, overlap_problem
 from .op import ArgKind, TwoPhaseOp, Workspace
-from .runtime import Device, Stream
+from .runtime import Device
+from .streams import Stream
 
 __all__ = ["Session", "DeviceArray", "check_extent"]
 

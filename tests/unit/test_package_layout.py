@@ -1,4 +1,4 @@
-"""The operator package's layout rules: the numpy reference imports no binding, and its modules stay small."""
+"""The packages' layout rules: the numpy reference imports no binding, and modules stay small."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[2] / "upsample3d_grad"
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "upsample3d_grad"
 #: what the numpy reference may import besides the standard library and itself
 REFERENCE_MAY_IMPORT = {"numpy", "ml_dtypes"}
 MAX_LINES = 400
+#: modules still over MAX_LINES: they are being split (remove each name once its module is small)
+ALLOWED_LARGE = {"acl_bindings/session.py", "acl_bindings/prepared.py", "upsample3d_grad/session.py"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -40,3 +43,11 @@ def test_the_reference_is_numpy_only(path: Path) -> None:
 def test_modules_are_small(folder: str) -> None:
     sizes = {p.name: len(p.read_text().splitlines()) for p in (PKG / folder).glob("*.py")}
     assert sizes and all(n <= MAX_LINES for n in sizes.values()), sizes
+
+
+@pytest.mark.parametrize("folder", ["acl_bindings", "upsample3d_grad"])
+def test_package_modules_are_small(folder: str) -> None:
+    """The top-level modules of both packages stay within MAX_LINES, but for those listed in ALLOWED_LARGE."""
+    sizes = {f"{folder}/{p.name}": len(p.read_text().splitlines()) for p in (ROOT / folder).glob("*.py")}
+    too_big = {name: n for name, n in sizes.items() if n > MAX_LINES and name not in ALLOWED_LARGE}
+    assert sizes and not too_big, too_big

@@ -1,0 +1,108 @@
+"""Streams and events on a device; each owns its handle and keeps its device alive.
+
+Wraps: aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream(WithTimeout),
+aclrtCreateEvent, aclrtRecordEvent, aclrtSynchronizeEvent, aclrtEventElapsedTime,
+aclrtDestroyEvent.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_float, c_void_p
+
+from ._lib import lib, raise_for_status
+from ._resource import ClosedParameter, Resource, in_use, release_cell
+from ._types import int32_arg
+from .runtime import Device
+
+__all__ = ["Stream", "Event"]
+
+
+def _destroy_stream(cell: c_void_p, device: Device) -> None:
+    with device.active():
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyStream")), "aclrtDestroyStream")
+
+
+class Stream(Resource):
+    """A stream on *device*.  Keeps the device alive.  Wraps: aclrtCreateStream, aclrtDestroyStream."""
+
+    _what = "stream"
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        cell = self._arm(_destroy_stream, device)
+        try:
+            with device.active():
+                lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
+            self.handle: int = int(cell.value or 0)
+            self._as_parameter_ = c_void_p(self.handle)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
+
+    _as_parameter_ = ClosedParameter()
+
+    @in_use
+    def synchronize(self, timeout_ms: int | None = None) -> None:
+        """Wait for the stream's work; with *timeout_ms*, fail with 507046 past it.
+
+        Wraps: aclrtSynchronizeStream, aclrtSynchronizeStreamWithTimeout.
+        """
+        self._check_open()
+        if timeout_ms is None:
+            with self.device.active():
+                lib.aclrtSynchronizeStream(self.handle)
+        else:
+            ms = int32_arg("timeout_ms", timeout_ms, -1, "-1 (no limit), 0 (poll) or a positive int32 of milliseconds")
+            with self.device.active():
+                lib.aclrtSynchronizeStreamWithTimeout(self.handle, ms)
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"
+
+
+def _destroy_event(cell: c_void_p, device: Device) -> None:
+    with device.active():
+        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyEvent")), "aclrtDestroyEvent")
+
+
+class Event(Resource):
+    """An event for timing.  Wraps: aclrtCreateEvent, aclrtRecordEvent, aclrtSynchronizeEvent,
+    aclrtEventElapsedTime, aclrtDestroyEvent.
+    """
+
+    _what = "event"
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        cell = self._arm(_destroy_event, device)
+        try:
+            with device.active():
+                lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
+            self.handle: int = int(cell.value or 0)
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
+
+    @in_use
+    def record(self, stream: Stream) -> None:
+        """Record the event on *stream*."""
+        self._check_open()
+        with self.device.active():
+            lib.aclrtRecordEvent(self.handle, stream)
+
+    @in_use
+    def synchronize(self) -> None:
+        """Wait until the event has completed."""
+        self._check_open()
+        with self.device.active():
+            lib.aclrtSynchronizeEvent(self.handle)
+
+    @in_use
+    def elapsed_ms(self, start: Event) -> float:
+        """Milliseconds from *start* to this event (both recorded on one stream and completed)."""
+        self._check_open()
+        start._check_open()
+        ms = c_float()
+        with self.device.active():
+            lib.aclrtEventElapsedTime(byref(ms), start.handle, self.handle)
+        return float(ms.value)

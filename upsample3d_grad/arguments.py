@@ -1,0 +1,106 @@
+"""The operator's arguments as phase 1 receives them, with errors in CANN's codes.
+
+:class:`TensorSpec` is what phase 1 sees of a tensor; :func:`spec_of`, :func:`int_sequence`,
+:func:`scale_triple` and :func:`normalize_scales` turn Python values into phase 1's
+arguments, raising :class:`acl_bindings.AclnnParamError` (161002; an
+:class:`acl_bindings.AclTypeError` for a wrong Python type) that names the parameter.
+:mod:`upsample3d_grad.checks` runs the checks on them and re-exports these names.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from acl_bindings import AclnnParamError, AclTypeError, DataType, Format, dtype_to_acl
+
+from .op import PHASE1, layout_format
+
+__all__ = ["TensorSpec", "spec_of", "int_sequence", "scale_triple", "normalize_scales", "SUPPORTED",
+           "SUPPORTED_NAMES"]
+
+SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
+#: The supported dtypes as every message spells them.
+SUPPORTED_NAMES = "float32, float16 or bfloat16"
+_SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
+_PY_NAMES = {"gradOut": "grad_output", "outputSize": "output_size", "inputSize": "input_size",
+             "gradInput": "grad_input", "scalesD": "scales_d", "scalesH": "scales_h", "scalesW": "scales_w",
+             "self": "input"}  # (the forward's self; its out is out in Python too)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What phase 1 sees of a tensor: view dims, ``aclDataType`` and ``aclFormat``."""
+
+    shape: tuple[int, ...]
+    dtype: int = int(DataType.FLOAT)
+    format: int = int(Format.NCDHW)
+
+
+def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
+          kind: type[AclnnParamError] = AclnnParamError) -> AclnnParamError:
+    py = _PY_NAMES.get(param)
+    name = f"{param} ({py})" if py and py != param else param
+    return kind(code, func, f"{name}: {rule}")
+
+
+def _type_fail(param: str, rule: str, func: str = PHASE1) -> AclnnParamError:
+    """A wrong Python type: an :class:`acl_bindings.AclTypeError` (a ``TypeError``) with CANN's 161002."""
+    return _fail(param, rule, func=func, kind=AclTypeError)
+
+
+def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional[TensorSpec]:
+    """The :class:`TensorSpec` of a numpy array in *layout* (None stays None).
+
+    Errors name *func* (the operator's phase 1, or ``Session.upload`` ...); a value that
+    is not a numpy array raises :class:`acl_bindings.AclTypeError`.
+    """
+    if array is None:
+        return None
+    if not isinstance(array, np.ndarray):
+        raise _type_fail(param, f"expected a numpy array ({SUPPORTED_NAMES}), got {type(array).__name__}", func)
+    try:
+        acl = int(dtype_to_acl(array.dtype))
+    except TypeError:
+        raise _fail(param, f"dtype must be {SUPPORTED_NAMES}, got {array.dtype}", func=func) from None
+    return TensorSpec(tuple(int(n) for n in array.shape), acl, int(layout_format(layout, func)))
+
+
+def int_sequence(values: Any, param: str, func: str = PHASE1) -> list[int]:
+    """*values* as a list of int64 values; a wrong Python type raises :class:`acl_bindings.AclTypeError`."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise _type_fail(param, f"expected a sequence of ints, got {type(values).__name__} {values!r}", func)
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
+            raise _type_fail(param, f"expected ints, got {type(v).__name__} {v!r} in {list(values)!r}", func)
+        iv = int(v)
+        if not -(2 ** 63) <= iv < 2 ** 63:
+            raise _fail(param, f"{iv} does not fit in int64", func=func)
+        out.append(iv)
+    return out
+
+
+def scale_triple(scales: Any) -> tuple[Any, Any, Any]:
+    """``(scalesD, scalesH, scalesW)`` from a sequence of three (161002 otherwise); values are checked later."""
+    try:
+        sd, sh, sw = scales
+    except (TypeError, ValueError):
+        raise AclnnParamError(161002, PHASE1, f"scales: expected 3 values, got {scales!r}") from None
+    return sd, sh, sw
+
+
+def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any, func: str = PHASE1) -> tuple[float, float, float]:
+    """None -> 0.0 (CANN's "not given"); other values must be real numbers (errors name *func*)."""
+    out = []
+    for name, v in zip(_SCALE_NAMES, (scales_d, scales_h, scales_w)):
+        if v is None:
+            out.append(0.0)
+            continue
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
+            raise _type_fail(name, f"expected a float or None, got {type(v).__name__} {v!r}", func)
+        out.append(float(v))
+    return out[0], out[1], out[2]
