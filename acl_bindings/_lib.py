@@ -97,10 +97,10 @@ def _call_using(fn: Any, name: str, args: tuple[Any, ...]) -> Any:
         raise
 
 
-def _bind(fn: Any, argtypes: tuple[Any, ...], mark_uses: bool) -> Callable[..., Any]:
+def _bind(fn: Any, argtypes: tuple[Any, ...]) -> Callable[..., Any]:
     """The Python function through which the ctypes function *fn* is called: one positional parameter per C
-    parameter; ``ctypes.ArgumentError`` turned into what it was (:func:`_argument_error`); with *mark_uses*,
-    the :class:`Resource` arguments are marked in use for the call (:func:`_call_using`).  Only parameters
+    parameter; ``ctypes.ArgumentError`` turned into what it was (:func:`_argument_error`); the
+    :class:`Resource` arguments are marked in use for the call (:func:`_call_using`).  Only parameters
     of a handle type are tested for handle objects, so a call with plain values costs one Python frame.
 
     (Generated for the arity, as :mod:`dataclasses` generates its methods: a ``*args`` function pays for
@@ -110,7 +110,7 @@ def _bind(fn: Any, argtypes: tuple[Any, ...], mark_uses: bool) -> Callable[..., 
     params = ", ".join(f"a{k}" for k in range(len(argtypes)))
     handles = [f"isinstance(a{k}, Resource)" for k, t in enumerate(argtypes) if t in _HANDLE_PARAMS]
     test = f"        if {' or '.join(handles)}:\n            return call_using(fn, name, ({params},))\n" \
-        if mark_uses and handles else ""
+        if handles else ""
     # a closure over fn (as a hand-written wrapper would be): what it calls is visible as fn's cell
     source = (f"def make(fn, name, Resource, ArgumentError, call_using, explain):\n"
               f"    def {name}({params}):\n{test}        try:\n            return fn({params})\n"
@@ -278,7 +278,7 @@ class Lib:
         fn.restype = restype
         fn.argtypes = list(argtypes)
         fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
-        bound = _bind(fn, argtypes, mark_uses=True)  # (a handle object passed here is not closed under the call)
+        bound = _bind(fn, argtypes)  # (a handle object passed here is not closed under the call)
         with self._lock:
             self._bound[name] = bound
         return bound
@@ -294,7 +294,11 @@ class Lib:
         """A function object for *name* with the table's argtypes (handle pointers as ``c_void_p``) and
         restype (a handle result as a Python int or None), **without errcheck**: the caller checks the
         result (:func:`raise_for_status`).  For calls whose result must be stored in the same statement
-        as the call (see :mod:`._resource`), and for hot paths that check the status themselves."""
+        as the call (see :mod:`._resource`), and for hot paths that check the status themselves.
+
+        It is the ctypes function object itself (no Python wrapper), so it takes plain values: handles as
+        ints or ``c_void_p``, not handle objects (a closed one would surface as ``ctypes.ArgumentError``,
+        and nothing marks it in use)."""
         fn = self._unchecked.get(name)
         if fn is not None:
             return fn
@@ -307,10 +311,9 @@ class Lib:
         fn.argtypes = list(argtypes)
         if _config.log_calls():  # ACL_BINDINGS_LOG_CALLS, read at bind time as for the bound functions
             fn.errcheck = _logged_unchecked(proto[1])
-        bound = _bind(fn, argtypes, mark_uses=False)  # (its lines all run before the C call: the result is stored
-        with self._lock:                              # in time)
-            self._unchecked[name] = bound
-        return bound
+        with self._lock:  # the ctypes function itself: no Python line between the call and its caller's store
+            self._unchecked[name] = fn
+        return fn
 
     def _dll_of(self, name: str) -> Any:
         role = self._prototype(name)[0]  # type: ignore[index]

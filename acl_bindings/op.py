@@ -253,6 +253,8 @@ class TwoPhaseOp:
         if isinstance(executor, _NullExecutor):
             return
         executor._check_open()
+        if isinstance(stream, Resource):
+            stream._check_open()  # (the unchecked function takes its raw parameter)
         fn = lib.unchecked(self.phase2_name)
         address = c_void_p(workspace) if workspace else None
         cell = executor._cell

@@ -32,8 +32,8 @@ import weakref
 from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
-from ._lean import ArraySource, Leftovers, TensorSource, c_functions, call_functions, release_leftovers
-from ._lib import null_handle_error, raise_for_status, recent_error_message
+from ._lib import raise_for_status
+from ._oneshot import ArraySource, Leftovers, TensorSource, c_functions, call_functions, make_oneshot, release_leftovers
 from ._resource import releases_allowed
 from .calls import ExecutorPlan
 from .errors import AclError, AclnnParamError, ClosedError
@@ -154,7 +154,7 @@ class PreparedCall:
         else:
             prep.close()  # an executor phase 2 never ran is destroyed (cann-abi.md §1.3); each call makes its own
             self._plan = None
-            self._run = self._make_oneshot()
+            self._run = make_oneshot(self)
 
     def _use_plan(self) -> None:
         """Calls run phase 2 of the plan's repeatable executor from now on."""
@@ -296,91 +296,6 @@ class PreparedCall:
             if rc:
                 raise_for_status(rc, "aclrtSynchronizeStream")
             clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
-
-    def _make_oneshot(self) -> Callable[[], None]:
-        """The one-shot call, as a closure over everything that does not change between calls."""
-        f, op = self._fns, self.op
-        tensor = [op.schema[pos].is_tensor for pos in self._where]
-        creates = tuple(f.aclCreateTensor if t else f.aclCreateIntArray for t in tensor)
-        create_names = tuple("aclCreateTensor" if t else "aclCreateIntArray" for t in tensor)
-        destroys = tuple(f.aclDestroyTensor if t else f.aclDestroyIntArray for t in tensor)
-        destroy_names = self._left.names
-        destroy_executor = f.aclDestroyAclOpExecutor
-        phase1, phase2, synchronize = f.phase1, f.phase2, f.aclrtSynchronizeStream
-        phase1_name, phase2_name = op.phase1_name, op.phase2_name
-        sources = self._sources  # their .args change when arrays are rebound
-        template, where, slots = self._phase1_args, self._where, range(len(self._where))
-        backwards = range(len(self._where) - 1, -1, -1)
-        size_out, ex = self._size_out, self._ex_out
-        stream = self._stream
-        sync, clock = self.sync, self.session.clock
-
-        left = self._left
-        cells = left.cells  # the handles of the call, in schema order
-
-        def run() -> None:
-            if ex or any(cells):
-                left.salvage()  # an earlier call was interrupted: its handles are destroyed by close()
-            done = False
-            failed, failed_name = 0, ""
-            try:
-                for k in slots:
-                    create = creates[k]
-                    # each handle is stored in the statement that creates it: a cell the finalizer net reads
-                    cells[k] = create(*sources[k].args)
-                    if not cells[k]:
-                        raise null_handle_error(create_names[k])
-                args = list(template)
-                for k in slots:
-                    args[where[k]] = cells[k]
-                rc = phase1(*args)
-                if rc:
-                    raise_for_status(rc, phase1_name)
-                if ex:
-                    size = size_out.value
-                    if size > self._ws_cap:
-                        try:
-                            self._ensure_workspace(size)
-                        except BaseException:
-                            # never run: destroy it (cann-abi.md §1.3)
-                            handle, ex.value = ex.value, None  # (taken before the call: see release_cell)
-                            if destroy_executor(handle):
-                                ex.value = handle
-                            left.salvage()
-                            raise
-                    clock.pending = True  # before the work is queued (an interrupt after it: the clock knows)
-                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten
-                    # before the call (see release_cell)
-                    ws, executor = self._ws_ptr if size else None, c_void_p(ex.value)  # (no call between
-                    ex.value = None  # taking it and phase 2's)
-                    rc = phase2(ws, size_out, executor, stream)
-                    if rc:
-                        raise_for_status(rc, phase2_name)
-                    if sync:
-                        rc = synchronize(stream)
-                        if rc:
-                            raise_for_status(rc, "aclrtSynchronizeStream")
-                        clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
-                done = True
-            finally:
-                # reverse order of creation; every handle is destroyed, on error paths too; each is taken
-                # out of its cell before its destroy and put back when refused (see release_cell)
-                for k in backwards:
-                    if cells[k]:
-                        handle, cells[k] = cells[k], None
-                        if rc := destroys[k](handle):
-                            cells[k] = handle
-                            if not failed:
-                                failed, failed_name = rc, destroy_names[k]
-                if failed:  # still live: kept, and destroyed again by close()
-                    left.salvage()
-                    if not done:
-                        recent_error_message()  # another error is being raised: this one's message must not linger
-            # reached only when nothing above raised: a refused destroy is then the error to report
-            if failed:
-                raise_for_status(failed, failed_name)
-
-        return run
 
     # ------------------------------------------------------------------ lifetime
     @property

@@ -129,7 +129,8 @@ class PreparedCall(prepared.PreparedCall):
             Other device arrays of the same shape, dtype, layout, strides and offset to use
             from now on (the executor is pointed at their addresses); None keeps the current ones.
         """
-        result: DeviceArray = self._call(((_GO, grad_output), (_GI, out)))
+        result: DeviceArray = self._call(((_GO, grad_output), (_GI, out)) if grad_output is not None or out is not None
+                                         else ())
         return result
 
     def _check_array(self, arr: DeviceArray, param: str) -> None:

@@ -21,12 +21,11 @@ array in NCDHW or NDHWC) and :meth:`Session.backward`, :meth:`Session.prepare` a
 from __future__ import annotations
 
 import math
-import weakref
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Union, cast
+from typing import Any, Callable, NamedTuple, Optional, Sequence, cast
 
 import numpy as np
 
-from acl_bindings import AclTypeError, Event, dtype_to_acl
+from acl_bindings import Event
 from acl_bindings import session as _generic
 from acl_bindings._types import int32_arg
 from acl_bindings.calls import plan_key, run_all
@@ -34,81 +33,12 @@ from acl_bindings.calls import plan_key, run_all
 from . import checks
 from . import forward as _forward
 from ._torch_host import host_view, is_tensor
+from .arrays import EMPTY, UPLOAD, ArrayLike, DeviceArray, check_out_memory, empty_dtype
 from .fastpath import PreparedCall
 from .op import OP
+from .remembered import RememberedCalls
 
 __all__ = ["Session", "DeviceArray"]
-
-#: The function named by errors of :meth:`Session.upload` and :meth:`Session.empty` (not phase 1's).
-UPLOAD, EMPTY = "Session.upload", "Session.empty"
-
-
-class DeviceArray(_generic.DeviceArray):
-    """An array in device memory of a :class:`Session` (:class:`acl_bindings.session.DeviceArray`), 5-D.
-
-    Attributes
-    ----------
-    shape, dtype, layout:
-        Physical shape (``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC), numpy dtype, layout.
-    strides, offset:
-        Element strides and element offset of the view inside :attr:`buffer`.
-    tensor:
-        The :class:`~acl_bindings.Tensor` (aclTensor) describing it, made when first read (the
-        session's plans describe the memory themselves).
-    """
-
-    def __init__(self, session: Any, buffer: Any, shape: tuple[int, ...], dtype: Any, layout: str,
-                 strides: tuple[int, ...], offset: int) -> None:
-        if len(shape) != 5:
-            raise ValueError(f"shape: expected 5 dims (NCDHW or NDHWC), got {len(shape)}: {shape}")
-        super().__init__(session, buffer, shape, dtype, layout, strides, offset)
-
-    @staticmethod
-    def layout_format(layout: str) -> Any:
-        """``"NCDHW"`` -> ``ACL_FORMAT_NCDHW``; ``"NDHWC"`` -> ``ACL_FORMAT_NDHWC`` (161002 for anything else)."""
-        return checks.layout_format(layout)
-
-    def spec(self) -> checks.TensorSpec:
-        """What phase 1 sees of this array."""
-        spec = self.__dict__.get("_spec")
-        if spec is None:  # shape, dtype and layout never change: build it once
-            spec = self._spec = checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)), int(self.acl_format))
-        return spec
-
-
-
-def _check_out_memory(out: ArrayLike, param: str = "gradInput") -> None:
-    """161002 when elements of the output *param* (*out*, numpy or device) share memory."""
-    if isinstance(out, DeviceArray):
-        item = out.dtype.itemsize
-        checks.check_output_memory(out.shape, tuple(st * item for st in out.strides), item, param)
-    elif isinstance(out, np.ndarray):
-        checks.check_output_memory(out.shape, out.strides, out.itemsize, param)
-
-
-def _empty_dtype(dtype: Any) -> np.dtype:
-    """*dtype* for :meth:`Session.empty`: a wrong one is an :class:`acl_bindings.AclTypeError` naming it."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dtype!r}") \
-            from None
-    try:
-        dtype_to_acl(dt)
-    except TypeError:
-        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dt}") \
-            from None
-    return dt
-
-
-ArrayLike = Union[np.ndarray, DeviceArray]
-
-#: How many :meth:`Session.backward` calls on device arrays a session remembers (:meth:`Session._remembered`)
-_REMEMBERED = 16
-_INTS = {int}
-_SCALE_TYPES = {type(None), float}
-_BOOLS = (True, False)
-
 
 class _Names(NamedTuple):
     """How the one-call form names an operator's input and output (errors, the torch views) and its phase 1."""
@@ -145,7 +75,7 @@ class Session(_generic.Session):
 
     def __init__(self, device_id: int = 0, *, plans: bool = True) -> None:
         #: checked backward calls on device arrays, for :meth:`_remembered`
-        self._checked: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._checked = RememberedCalls(DeviceArray)
         super().__init__(device_id, plans=plans)
 
     # ------------------------------------------------------------------ arrays
@@ -179,7 +109,7 @@ class Session(_generic.Session):
         """A contiguous, uninitialised device array."""
         self._check_open()
         shape = tuple(checks.int_sequence(shape, "shape", EMPTY))
-        dt = _empty_dtype(dtype)
+        dt = empty_dtype(dtype)
         checks.layout_format(layout, EMPTY)
         nbytes = math.prod(shape) * dt.itemsize  # exact: np.prod would wrap around silently
         if any(n < 0 for n in shape) or nbytes >= 2 ** 63:
@@ -275,52 +205,29 @@ class Session(_generic.Session):
         return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch)
 
     # ------------------------------------------------------------------ repeated calls on device arrays
-    @staticmethod
-    def _call_key(go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any, layout: Any,
-                  strict: Any) -> Optional[tuple[Any, ...]]:
-        """The key of a :meth:`backward` call on two device arrays, or None when the call is not one to remember
-        (sizes other than tuples, or arguments whose equality would hide a difference the checks see:
-        ``True == 1``, ``2.0 == 2``, ``0 == 0.0``)."""
-        if type(go) is not DeviceArray or type(gi) is not DeviceArray or type(output_size) is not tuple or \
-                type(input_size) is not tuple or type(layout) is not str or strict not in _BOOLS:
-            return None
-        sizes = output_size + input_size
-        if not _INTS.issuperset(map(type, sizes)) or type(sd) not in _SCALE_TYPES or type(sh) not in _SCALE_TYPES \
-                or type(sw) not in _SCALE_TYPES:
-            return None
-        return (id(go), id(gi), len(output_size), sizes, sd, sh, sw, layout, strict)
-
     def _remembered(self, go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any,
                     layout: Any, strict: Any) -> Optional[DeviceArray]:
         """Run a :meth:`backward` call on device arrays that ran before with the very same arguments, and return its
-        result; None when it is not one (the caller then runs it in full).
-
-        The host checks of such a call are a function of what it repeats (the same two array objects, whose shape,
-        dtype, layout, strides and offset never change, and equal arguments), so they passed; what can change is
-        checked again: the session and the arrays are open.  The plan key was computed then too.
+        result; None when it is not one (the caller then runs it in full).  See :mod:`upsample3d_grad.remembered`:
+        what can change is checked again (the session and the arrays are open), the plan key is the one kept.
         """
-        key = self._call_key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
+        key = RememberedCalls.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
         if key is None:
             return None
         with self._lock, self._active():
-            entry = self._checked.get(key)
-            if entry is None or entry[0]() is not go or entry[1]() is not gi or go.buffer.closed or gi.buffer.closed:
+            found = self._checked.find(key, go, gi)
+            if found is None or go.buffer.closed or gi.buffer.closed:
                 return None  # (a closed array: the full call raises ClosedError)
-            self._run(OP, (go, *entry[2], gi), entry[3])
-            return gi
+            middle, plan = found
+            self._run(OP, (go, *middle, gi), plan)
+            return cast(DeviceArray, gi)
 
     def _remember(self, go: DeviceArray, gi: DeviceArray, output_size: Any, input_size: Any, sd: Any, sh: Any,
                   sw: Any, layout: str, strict: bool, values: tuple[Any, ...]) -> None:
-        """Keep what :meth:`_remembered` needs to repeat this checked call: the arrays (weakly), the other converted
-        arguments and the plan key (at most :data:`_REMEMBERED` calls, the oldest dropped first)."""
-        key = self._call_key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
-        if key is None:
-            return
-        checked = self._checked
-        checked.pop(key, None)
-        while len(checked) >= _REMEMBERED:
-            del checked[next(iter(checked))]
-        checked[key] = (weakref.ref(go), weakref.ref(gi), values[1:-1], plan_key(OP, values))
+        """Keep what :meth:`_remembered` needs to repeat this checked call with *values* (schema order)."""
+        key = RememberedCalls.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
+        if key is not None:
+            self._checked.remember(key, go, gi, values[1:-1], plan_key(OP, values))
 
     def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,
                   check: Callable[[checks.TensorSpec, Optional[checks.TensorSpec]], tuple[int, ...]],
@@ -349,7 +256,7 @@ class Session(_generic.Session):
                         else checks.spec_of(out, layout, names.out_param, names.func))
             out_shape = check(in_spec, out_spec)
             if out is not None:
-                _check_out_memory(out, names.out_param)
+                check_out_memory(out, names.out_param)
             owned: list[DeviceArray] = []
             result: ArrayLike
             try:
@@ -442,7 +349,7 @@ class Session(_generic.Session):
             self._check_device_arrays((grad_output, out))
             sd, sh, sw = checks.scale_triple(scales)
             checks.cached_check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
-            _check_out_memory(out)
+            check_out_memory(out)
             runs = int32_arg("repeat", repeat, 1, "a positive int (the number of timed runs)")
             times = []
             with Event(self.device) as start, Event(self.device) as end:

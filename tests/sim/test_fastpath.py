@@ -412,7 +412,7 @@ def test_unchecked_functions_refuse_mistyped_arguments() -> None:
     create = lib.unchecked("aclCreateTensor")
     dims = (ctypes.c_int64 * 5)(1, 1, 2, 2, 2)
     good = (dims, ctypes.c_uint64(5), 0, dims, ctypes.c_int64(0), 30, dims, ctypes.c_uint64(5), ctypes.c_void_p(0))
-    with pytest.raises(TypeError, match="positional argument"):
+    with pytest.raises(TypeError, match="argument"):
         create(*good[:-1])                                                  # arity
     with pytest.raises(ctypes.ArgumentError, match="argument 1"):
         create((ctypes.c_int32 * 5)(), *good[1:])                           # int32 elements for int64_t *

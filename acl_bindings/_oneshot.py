@@ -1,5 +1,5 @@
-"""The pieces of a prepared call (:mod:`acl_bindings.prepared`): its C functions, C arguments built once, and
-the cells that hold a one-shot call's handles.
+"""The one-shot run of a prepared call (:mod:`acl_bindings.prepared`) and its pieces: the C functions, the C
+arguments built once, and the cells that hold a one-shot call's handles.
 
 The C functions are the library namespace's own unchecked functions (:meth:`acl_bindings.Lib.unchecked`: the
 table's argtypes, handle pointers as ``c_void_p``, no ``errcheck``): the caller checks each status.
@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import logging
 from ctypes import c_int64, c_uint64, c_void_p
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from ._lib import lib, raise_for_status
+from ._lib import lib, null_handle_error, raise_for_status, recent_error_message
 from ._resource import releases_allowed
 from .calls import TensorArg
 from .enums import dtype_to_acl
 from .op import TwoPhaseOp
 
 __all__ = ["c_functions", "call_functions", "CallFunctions", "TensorSource", "ArraySource", "Leftovers",
-           "release_leftovers"]
+           "release_leftovers", "make_oneshot"]
 
 _log = logging.getLogger("acl_bindings")
 
@@ -137,3 +137,90 @@ def release_leftovers(fns: CallFunctions, left: Leftovers, device: Any) -> None:
             left.destroy(fns)
     except Exception as exc:
         _log.debug("release of a prepared call's handles by finalizer failed: %s", exc)
+
+
+def make_oneshot(call: Any) -> Callable[[], None]:
+    """The one-shot run of the prepared call *call* (:class:`acl_bindings.prepared.PreparedCall`), as a closure over
+    everything that does not change between its calls."""
+    f, op = call._fns, call.op
+    tensor = [op.schema[pos].is_tensor for pos in call._where]
+    creates = tuple(f.aclCreateTensor if t else f.aclCreateIntArray for t in tensor)
+    create_names = tuple("aclCreateTensor" if t else "aclCreateIntArray" for t in tensor)
+    destroys = tuple(f.aclDestroyTensor if t else f.aclDestroyIntArray for t in tensor)
+    destroy_names = call._left.names
+    destroy_executor = f.aclDestroyAclOpExecutor
+    phase1, phase2, synchronize = f.phase1, f.phase2, f.aclrtSynchronizeStream
+    phase1_name, phase2_name = op.phase1_name, op.phase2_name
+    sources = call._sources  # their .args change when arrays are rebound
+    template, where, slots = call._phase1_args, call._where, range(len(call._where))
+    backwards = range(len(call._where) - 1, -1, -1)
+    size_out, ex = call._size_out, call._ex_out
+    stream = call._stream
+    sync, clock = call.sync, call.session.clock
+
+    left = call._left
+    cells = left.cells  # the handles of the call, in schema order
+
+    def run() -> None:
+        if ex or any(cells):
+            left.salvage()  # an earlier call was interrupted: its handles are destroyed by close()
+        done = False
+        failed, failed_name = 0, ""
+        try:
+            for k in slots:
+                create = creates[k]
+                # each handle is stored in the statement that creates it: a cell the finalizer net reads
+                cells[k] = create(*sources[k].args)
+                if not cells[k]:
+                    raise null_handle_error(create_names[k])
+            args = list(template)
+            for k in slots:
+                args[where[k]] = cells[k]
+            rc = phase1(*args)
+            if rc:
+                raise_for_status(rc, phase1_name)
+            if ex:
+                size = size_out.value
+                if size > call._ws_cap:
+                    try:
+                        call._ensure_workspace(size)
+                    except BaseException:
+                        # never run: destroy it (cann-abi.md §1.3)
+                        handle, ex.value = ex.value, None  # (taken before the call: see release_cell)
+                        if destroy_executor(handle):
+                            ex.value = handle
+                        left.salvage()
+                        raise
+                clock.pending = True  # before the work is queued (an interrupt after it: the clock knows)
+                # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten
+                # before the call (see release_cell)
+                ws, executor = call._ws_ptr if size else None, c_void_p(ex.value)  # (no call between
+                ex.value = None  # taking it and phase 2's)
+                rc = phase2(ws, size_out, executor, stream)
+                if rc:
+                    raise_for_status(rc, phase2_name)
+                if sync:
+                    rc = synchronize(stream)
+                    if rc:
+                        raise_for_status(rc, "aclrtSynchronizeStream")
+                    clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
+            done = True
+        finally:
+            # reverse order of creation; every handle is destroyed, on error paths too; each is taken
+            # out of its cell before its destroy and put back when refused (see release_cell)
+            for k in backwards:
+                if cells[k]:
+                    handle, cells[k] = cells[k], None
+                    if rc := destroys[k](handle):
+                        cells[k] = handle
+                        if not failed:
+                            failed, failed_name = rc, destroy_names[k]
+            if failed:  # still live: kept, and destroyed again by close()
+                left.salvage()
+                if not done:
+                    recent_error_message()  # another error is being raised: this one's message must not linger
+        # reached only when nothing above raised: a refused destroy is then the error to report
+        if failed:
+            raise_for_status(failed, failed_name)
+
+    return run

@@ -1,0 +1,80 @@
+"""The operator's device arrays: 5-D, in NCDHW or NDHWC (:class:`DeviceArray`), and the host-side rules of the
+arrays a :class:`~upsample3d_grad.Session` takes and makes (an output whose elements do not share memory, the
+dtypes of :meth:`Session.empty <upsample3d_grad.Session.empty>`)."""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+
+from acl_bindings import AclTypeError, dtype_to_acl
+from acl_bindings import arrays as _generic
+
+from . import checks
+
+__all__ = ["DeviceArray", "ArrayLike", "check_out_memory", "empty_dtype", "UPLOAD", "EMPTY"]
+
+#: The function named by errors of :meth:`Session.upload` and :meth:`Session.empty` (not phase 1's).
+UPLOAD, EMPTY = "Session.upload", "Session.empty"
+
+
+class DeviceArray(_generic.DeviceArray):
+    """An array in device memory of a :class:`Session` (:class:`acl_bindings.arrays.DeviceArray`), 5-D.
+
+    Attributes
+    ----------
+    shape, dtype, layout:
+        Physical shape (``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC), numpy dtype, layout.
+    strides, offset:
+        Element strides and element offset of the view inside :attr:`buffer`.
+    tensor:
+        The :class:`~acl_bindings.Tensor` (aclTensor) describing it, made when first read (the
+        session's plans describe the memory themselves).
+    """
+
+    def __init__(self, session: Any, buffer: Any, shape: tuple[int, ...], dtype: Any, layout: str,
+                 strides: tuple[int, ...], offset: int) -> None:
+        if len(shape) != 5:
+            raise ValueError(f"shape: expected 5 dims (NCDHW or NDHWC), got {len(shape)}: {shape}")
+        super().__init__(session, buffer, shape, dtype, layout, strides, offset)
+
+    @staticmethod
+    def layout_format(layout: str) -> Any:
+        """``"NCDHW"`` -> ``ACL_FORMAT_NCDHW``; ``"NDHWC"`` -> ``ACL_FORMAT_NDHWC`` (161002 for anything else)."""
+        return checks.layout_format(layout)
+
+    def spec(self) -> checks.TensorSpec:
+        """What phase 1 sees of this array."""
+        spec = self.__dict__.get("_spec")
+        if spec is None:  # shape, dtype and layout never change: build it once
+            spec = self._spec = checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)), int(self.acl_format))
+        return spec
+
+
+
+def check_out_memory(out: ArrayLike, param: str = "gradInput") -> None:
+    """161002 when elements of the output *param* (*out*, numpy or device) share memory."""
+    if isinstance(out, DeviceArray):
+        item = out.dtype.itemsize
+        checks.check_output_memory(out.shape, tuple(st * item for st in out.strides), item, param)
+    elif isinstance(out, np.ndarray):
+        checks.check_output_memory(out.shape, out.strides, out.itemsize, param)
+
+
+def empty_dtype(dtype: Any) -> np.dtype:
+    """*dtype* for :meth:`Session.empty`: a wrong one is an :class:`acl_bindings.AclTypeError` naming it."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dtype!r}") \
+            from None
+    try:
+        dtype_to_acl(dt)
+    except TypeError:
+        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dt}") \
+            from None
+    return dt
+
+
+ArrayLike = Union[np.ndarray, DeviceArray]
