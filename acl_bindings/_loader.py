@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import _ctypes
 import ctypes
+import importlib.util
 import logging
 import os
 import threading
@@ -254,8 +255,6 @@ def simulator_status() -> tuple[bool, str]:
 
 
 def _build_simulator() -> None:
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("_acl_bindings_sim_build", SIM_ROOT / "build.py")
     if spec is None or spec.loader is None:
         return

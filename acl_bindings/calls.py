@@ -138,6 +138,10 @@ def _phase1_args(op: TwoPhaseOp, values: Sequence[Any], made: list[Any], plan: b
     return args
 
 
+def _not_repeatable(*args: Any) -> int:
+    raise ClosedError("this plan's executor is not repeatable (make_repeatable() first)")
+
+
 class ExecutorPlan:
     """Phase 1 of one call shape of *op*, with an executor to make repeatable (build with :meth:`PlanCache.get`).
 
@@ -169,8 +173,9 @@ class ExecutorPlan:
         self.outputs = tuple(args[i] for i in op.outputs)
         #: ``(schema position, tensor)`` of every input, then every output
         self._tensors = (*zip(op.inputs, self.inputs), *zip(op.outputs, self.outputs))
-        self._phase2: Any = None  # lib.unchecked(phase 2), once the executor is repeatable
+        self._phase2: Any = _not_repeatable  # lib.unchecked(phase 2), once the executor is repeatable
         self._executor = c_void_p()  # the executor's handle, as phase 2 takes it
+        self._cell = c_void_p()  # the executor's cell (empty once it is closed), once repeatable
         self.runs = 0
 
     def still_open(self) -> list[Any]:
@@ -182,7 +187,10 @@ class ExecutorPlan:
         assert self.executor is not None
         self.executor.make_repeatable()
         self._phase2 = lib.unchecked(self.op.phase2_name)
-        self._executor = c_void_p(self.executor.raw_handle)
+        cell = self.executor._cell
+        assert cell is not None
+        self._executor = c_void_p(cell.value)
+        self._cell = cell
 
     def rebind(self, pos: int, address: int) -> None:
         """Point the tensor at schema position *pos* at *address* (aclSetInputTensorAddr / aclSetOutputTensorAddr)."""
@@ -210,12 +218,10 @@ class ExecutorPlan:
         """Phase 2 of the repeatable executor, at the addresses it points at: *workspace* (an address, or None
         when the size is 0) and *stream* (a raw ``aclrtStream``) as phase 2 takes them; the device of the stream
         must be current.  The hot path of every plan (:meth:`run`, :class:`acl_bindings.prepared.PreparedCall`)."""
-        executor = self.executor
-        if self._phase2 is None or executor is None or executor.closed:
-            raise ClosedError("this plan's executor is closed" if self._phase2 is not None
+        if not self._cell.value:  # (closed: its cell is empty; never repeatable: an empty cell of its own)
+            raise ClosedError("this plan's executor is closed" if self._phase2 is not _not_repeatable
                               else "this plan's executor is not repeatable (make_repeatable() first)")
         rc = self._phase2(workspace, self.workspace_size, self._executor, stream)
-        executor.runs += 1
         self.runs += 1
         if rc:
             raise_for_status(rc, self.op.phase2_name)

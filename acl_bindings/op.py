@@ -126,11 +126,6 @@ class Executor(Resource):
 
     _as_parameter_ = ClosedParameter()
 
-    @property
-    def raw_handle(self) -> int | None:
-        """The handle as an address (None once closed or consumed), for calls that take it as a ``void *``."""
-        return self._cell.value if self._cell is not None else None
-
     def make_repeatable(self) -> None:
         """Allow repeated phase-2 runs.  Wraps: aclSetAclOpExecutorRepeatable."""
         self._check_open()

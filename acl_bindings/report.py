@@ -11,8 +11,10 @@ import argparse
 import warnings
 from typing import Any, Sequence
 
-from . import _config, _loader
+from . import _config, _loader, runtime
 from .errors import AclError, BackendFallbackWarning, LibraryNotFoundError
+from .runtime import Device
+from .sim import version as sim_version
 
 __all__ = ["collect", "format_report", "main", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_NO_LIBRARY"]
 
@@ -24,9 +26,6 @@ def collect() -> dict[str, Any]:
 
     Raises :class:`LibraryNotFoundError` when no library could be loaded.
     """
-    from . import runtime
-    from .runtime import Device
-
     backend = _loader.load()
     info: dict[str, Any] = {
         "fallback": backend.fallback,
@@ -54,9 +53,7 @@ def collect() -> dict[str, Any]:
     except AclError as exc:
         info["error"] = str(exc)
     if backend.is_simulator:
-        from .sim import version
-
-        info["simulator_version"] = version()
+        info["simulator_version"] = sim_version()
     return info
 
 

@@ -54,7 +54,7 @@ from ._laws import (
     tie_mismatches,
     window_starts,
 )
-from ._sum_plans import Dim, Plan, run_backward, spatial_axes
+from ._sum_plans import Dim, SumPlan, run_backward, spatial_axes
 from ._validate import (
     CONVENTIONS,
     LAYOUTS,
@@ -212,8 +212,8 @@ def _lo_tables(
 
 
 @functools.lru_cache(maxsize=128)
-def _plan(shape: tuple[int, ...], layout: str, keys: tuple[tuple[int, int, float | None, str], ...]) -> Plan:
-    return Plan(shape, layout, tuple(_dim(*k) for k in keys))  # type: ignore[arg-type]
+def _plan(shape: tuple[int, ...], layout: str, keys: tuple[tuple[int, int, float | None, str], ...]) -> SumPlan:
+    return SumPlan(shape, layout, tuple(_dim(*k) for k in keys))  # type: ignore[arg-type]
 
 
 def upsample_nearest_exact3d_backward(

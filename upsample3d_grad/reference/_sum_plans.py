@@ -112,7 +112,7 @@ def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray) ->
 _Chunk = tuple[tuple[Any, ...], tuple[Any, ...], list[_AxisOp], list[tuple[int, Any, Any]]]
 
 
-class Plan:
+class SumPlan:
     """How to compute one call: pass order and methods, then the chunks."""
 
     def __init__(self, shape: tuple[int, ...], layout: str, dims: tuple[Dim, Dim, Dim]) -> None:
@@ -352,7 +352,7 @@ def _run_chunks(g: np.ndarray, chunks: list[_Chunk], res: np.ndarray) -> None:
         _backward_chunk(g[gi], ops, scat, res[ri], scratch)
 
 
-def run_backward(g: np.ndarray, plan: Plan, res: np.ndarray, threads: int = 1) -> None:
+def run_backward(g: np.ndarray, plan: SumPlan, res: np.ndarray, threads: int = 1) -> None:
     """Sum every chunk of *plan* from *g* into *res* (already zeroed when the plan scatters)."""
     if g.size == 0 or res.size == 0:
         return

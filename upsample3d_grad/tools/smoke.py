@@ -3,25 +3,7 @@
 Used by ``upsample3d-grad smoke`` and by ``tests/npu``.  Nothing here is specific to
 the simulator: the same cases run on real CANN.
 
-The compute matrix (:func:`build_matrix`) crosses
-
-* dtypes: float32, float16, bfloat16;
-* layouts: NCDHW, NDHWC (physical dims, cann-abi.md §5.6);
-* geometries: sizes only versus all three scales given; integer, non-integer,
-  downsampling and identity ratios, an exact tie (cann-abi.md §6.3), the largest
-  ratio CANN accepts (50), and an empty tensor (N = 0);
-* contiguous versus strided gradOut (a sliced view with an offset, or a permuted one).
-
-Each case is compared with :func:`upsample3d_grad.reference.upsample_nearest_exact3d_backward`
-(the CANN window law in float32) at these tolerances, per element:
-
-* float32: ``|got - ref| <= 1e-5 * |ref| + 1e-5 * window``, where ``window`` is the
-  largest number of gradOut elements summed into one gradInput element (the
-  summation order on the NPU differs from numpy's, cann-abi.md §6.4);
-* float16 / bfloat16: the reference sums in float32 and rounds once, as CANN does;
-  the result may differ from it by one rounding of the dtype:
-  ``|got - ref| <= eps(dtype) * |ref| + 1e-5 * window`` (eps = 2**-10 for float16,
-  2**-7 for bfloat16).
+The cases, their inputs and tolerances are in :mod:`upsample3d_grad.tools.smoke_cases`.
 
 The adjoint family (:mod:`upsample3d_grad.tools.adjoint_cases`) runs the forward and the backward on the
 device and checks them against each other (every dtype and layout; with and without scales; tie
