@@ -25,7 +25,8 @@ __all__ = ["TensorSpec", "spec_of", "int_sequence", "scale_triple", "normalize_s
 SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
 #: The supported dtypes as every message spells them.
 SUPPORTED_NAMES = "float32, float16 or bfloat16"
-_SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
+#: The C names of the three scale parameters, in order
+SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
 _PY_NAMES = {"gradOut": "grad_output", "outputSize": "output_size", "inputSize": "input_size",
              "gradInput": "grad_input", "scalesD": "scales_d", "scalesH": "scales_h", "scalesW": "scales_w",
              "self": "input"}  # (the forward's self; its out is out in Python too)
@@ -96,7 +97,7 @@ def scale_triple(scales: Any) -> tuple[Any, Any, Any]:
 def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any, func: str = PHASE1) -> tuple[float, float, float]:
     """None -> 0.0 (CANN's "not given"); other values must be real numbers (errors name *func*)."""
     out = []
-    for name, v in zip(_SCALE_NAMES, (scales_d, scales_h, scales_w)):
+    for name, v in zip(SCALE_NAMES, (scales_d, scales_h, scales_w)):
         if v is None:
             out.append(0.0)
             continue

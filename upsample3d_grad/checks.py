@@ -40,7 +40,7 @@ from acl_bindings.enums import dtype_name
 from acl_bindings.meta import overlap_problem
 
 from .arguments import (
-    _SCALE_NAMES,
+    SCALE_NAMES,
     SUPPORTED,
     SUPPORTED_NAMES,
     TensorSpec,
@@ -134,7 +134,7 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
     if tuple(grad_in.shape) != want_in:
         raise _fail("gradInput", f"shape must be {list(want_in)} ({_layout_name(grad_in.format)} from inputSize), "
                                  f"got {list(grad_in.shape)}")
-    for k, name in enumerate(_SCALE_NAMES):
+    for k, name in enumerate(SCALE_NAMES):
         s = scales[k]
         real = s if s > 0 else out_sz[k] / in_sz[2 + k]
         if real > MAX_SCALE:
@@ -151,7 +151,7 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
     if any(s > 0 for s in scales) and not all(s > 0 for s in scales):
         warnings.warn(MixedScalesWarning(
             f"scales (scalesD, scalesH, scalesW) = {scales}: only some are > 0, so CANN ignores all three "
-            f"(ignored: {', '.join(f'{nm}={s!r}' for nm, s in zip(_SCALE_NAMES, scales) if s > 0)}) and uses "
+            f"(ignored: {', '.join(f'{nm}={s!r}' for nm, s in zip(SCALE_NAMES, scales) if s > 0)}) and uses "
             "outputSize/inputSize in every dim. Pass all three scales or none."), stacklevel=3)
     return used
 
@@ -208,7 +208,7 @@ def cached_check_params(grad_out: Optional[TensorSpec], output_size: Any, input_
 
 def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: list[int],
                              scales: tuple[float, float, float]) -> None:
-    for k, name in enumerate(_SCALE_NAMES):
+    for k, name in enumerate(SCALE_NAMES):
         s = scales[k]
         if math.isnan(s) or math.isinf(s) or s < 0:
             raise _fail(name, f"scale must be finite and >= 0 (0 or None means not given), got {s!r}")

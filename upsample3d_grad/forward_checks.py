@@ -33,6 +33,8 @@ from typing import Any, Optional
 from acl_bindings import AclnnParamError, DataType, Format
 from acl_bindings.enums import dtype_name
 
+from .arguments import SCALE_NAMES as _SCALE_NAMES
+from .arguments import SUPPORTED as _SUPPORTED
 from .checks import MixedScalesWarning, TensorSpec, int_sequence, normalize_scales
 from .checks import _fail as checks_fail
 
@@ -46,9 +48,7 @@ FORWARD_PHASE1 = "aclnnUpsampleNearestExact3dGetWorkspaceSize"
 SCALE_EPSILON = 1e-5
 INT32_MAX = 2 ** 31 - 1
 _INT64_LIMIT = 2.0 ** 63
-_SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
 _SUPPORTED_310P = (DataType.FLOAT, DataType.FLOAT16)
-_SCALE_NAMES = ("scalesD", "scalesH", "scalesW")
 
 
 def _fail(param: str, rule: str, code: int = 161002) -> AclnnParamError:
