@@ -33,31 +33,30 @@ class RememberedCalls:
         self.capacity = capacity
         self._entries: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
-    @staticmethod
-    def key(go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any, layout: Any,
+    def key(self, go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any, layout: Any,
             strict: Any) -> Optional[tuple[Any, ...]]:
-        """The key of a call, or None when it is not one to remember (see the module docstring)."""
-        if type(output_size) is not tuple or type(input_size) is not tuple or type(layout) is not str or \
-                strict not in _BOOLS:
+        """The key of a call, or None when it is not one to remember (see the module docstring): two arrays of
+        :attr:`array_type` (exactly), and the arguments above."""
+        array_type = self.array_type
+        if type(go) is not array_type or type(gi) is not array_type or type(output_size) is not tuple or \
+                type(input_size) is not tuple or type(layout) is not str or strict not in _BOOLS:
             return None
         sizes = output_size + input_size
         if not _INTS.issuperset(map(type, sizes)) or type(sd) not in _SCALE_TYPES or type(sh) not in _SCALE_TYPES \
                 or type(sw) not in _SCALE_TYPES:
             return None
-        return (type(go), id(go), type(gi), id(gi), len(output_size), sizes, sd, sh, sw, layout, strict)
+        return (id(go), id(gi), len(output_size), sizes, sd, sh, sw, layout, strict)
 
     def find(self, key: tuple[Any, ...], go: Any, gi: Any) -> Optional[tuple[tuple[Any, ...], PlanKey]]:
         """``(the arguments between the two arrays, converted; the plan key)`` of the call *key* on *go* and *gi*,
         or None."""
         entry = self._entries.get(key)
-        if entry is None or type(go) is not self.array_type or entry[0]() is not go or entry[1]() is not gi:
+        if entry is None or entry[0]() is not go or entry[1]() is not gi:
             return None
         return entry[2], entry[3]
 
     def remember(self, key: tuple[Any, ...], go: Any, gi: Any, middle: tuple[Any, ...], plan: PlanKey) -> None:
-        """Keep the checked call *key* on *go* and *gi*."""
-        if type(go) is not self.array_type or type(gi) is not self.array_type:
-            return
+        """Keep the checked call *key* (:meth:`key`) on *go* and *gi*."""
         entries = self._entries
         entries.pop(key, None)
         while len(entries) >= self.capacity:

@@ -211,7 +211,7 @@ class Session(_generic.Session):
         result; None when it is not one (the caller then runs it in full).  See :mod:`upsample3d_grad.remembered`:
         what can change is checked again (the session and the arrays are open), the plan key is the one kept.
         """
-        key = RememberedCalls.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
+        key = self._checked.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
         if key is None:
             return None
         with self._lock, self._active():
@@ -225,7 +225,7 @@ class Session(_generic.Session):
     def _remember(self, go: DeviceArray, gi: DeviceArray, output_size: Any, input_size: Any, sd: Any, sh: Any,
                   sw: Any, layout: str, strict: bool, values: tuple[Any, ...]) -> None:
         """Keep what :meth:`_remembered` needs to repeat this checked call with *values* (schema order)."""
-        key = RememberedCalls.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
+        key = self._checked.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
         if key is not None:
             self._checked.remember(key, go, gi, values[1:-1], plan_key(OP, values))
 

@@ -57,6 +57,7 @@ def _assert_steady(calls: dict[str, int]) -> None:
     assert calls.get("aclCreateTensor", 0) == 0 and calls.get("aclDestroyTensor", 0) == 0, calls
     assert calls.get("aclrtSynchronizeStream", 0) == 1, calls
     assert calls.get(OP.phase2_name) == 1 and OP.phase1_name not in calls, calls
+    assert calls.get("aclrtGetCurrentContext", 0) == 1, calls  # one device guard per call
     assert sum(calls.values()) <= 6, calls
 
 
