@@ -8,7 +8,7 @@ table's argtypes, handle pointers as ``c_void_p``, no ``errcheck``): the caller 
 from __future__ import annotations
 
 import logging
-from ctypes import c_int64, c_uint64, c_void_p
+from ctypes import POINTER, c_int, c_int64, c_uint64, c_void_p, cast
 from typing import Any, Callable, Sequence
 
 from ._lib import lib, null_handle_error, raise_for_status, recent_error_message
@@ -50,21 +50,24 @@ def call_functions(op: TwoPhaseOp) -> CallFunctions:
 
 
 def _c_array(values: Sequence[int]) -> Any:
-    return (c_int64 * len(values))(*values)
+    """An ``int64_t *`` over a new array of *values*: an argument of exactly the parameter's type, which ctypes
+    passes without converting it (the pointer keeps the array alive)."""
+    return cast((c_int64 * len(values))(*values), POINTER(c_int64))
 
 
 class TensorSource:
-    """The aclCreateTensor arguments of a tensor argument, as ready ctypes objects (``args``)."""
+    """The aclCreateTensor arguments of a tensor argument, as ready ctypes objects of exactly the parameters' types
+    (``args``)."""
 
     __slots__ = ("dims", "ndim", "dtype", "strides", "offset", "format", "storage", "nstorage", "address", "args")
 
     def __init__(self, arg: TensorArg) -> None:
         self.dims = _c_array(arg.shape)
         self.ndim = c_uint64(len(arg.shape))
-        self.dtype = int(dtype_to_acl(arg.dtype))  # C int (enums are ints, cann-abi.md §2): passed as a Python int
+        self.dtype = c_int(int(dtype_to_acl(arg.dtype)))  # C int (enums are ints, cann-abi.md §2)
         self.strides = _c_array(arg.strides)
         self.offset = c_int64(arg.offset)
-        self.format = int(arg.format)  # C int (aclFormat)
+        self.format = c_int(int(arg.format))  # C int (aclFormat)
         self.set_storage(arg.storage_dims)
         self.set_address(arg.address)
 

@@ -32,13 +32,14 @@ import weakref
 from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
-from ._lib import raise_for_status
+from ._lib import lib, raise_for_status, recent_error_message
 from ._oneshot import ArraySource, Leftovers, TensorSource, c_functions, call_functions, make_oneshot, release_leftovers
 from ._resource import releases_allowed
 from .calls import ExecutorPlan
 from .errors import AclError, AclnnParamError, ClosedError
 from .memory import DeviceBuffer
 from .op import ArgKind, TwoPhaseOp
+from .runtime import _forked
 
 __all__ = ["PreparedCall", "c_functions"]
 
@@ -107,6 +108,12 @@ class PreparedCall:
             self._fns = call_functions(op)
             self._stream = c_void_p(owner.stream.handle)
             self._device = owner.device
+            self._clock = owner.clock
+            # the device check of every call: the thread's current context, read into a cell of this call
+            # (calls hold the owner's lock)
+            self._get_context = lib.unchecked("aclrtGetCurrentContext")
+            self._context_out = c_void_p()
+            self._context_ref = byref(self._context_out)
             self._lock = owner._lock
             self._sources = [TensorSource(values[pos].arg) if schema[pos].is_tensor else ArraySource(values[pos])
                              for pos in self._where]
@@ -227,9 +234,14 @@ class PreparedCall:
             for pos in self._tensor_positions:
                 if values[pos].buffer.closed:
                     values[pos]._check_open()  # (raises ClosedError)
-            if self._device.is_current():  # (read from the runtime: nothing to switch, nothing to restore)
+            # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
+            # device guard (which also refuses a forked child)
+            rc = self._get_context(self._context_ref)
+            if not rc and self._context_out.value == self._device.context and not _forked[0]:
                 self._run()
             else:
+                if rc:
+                    recent_error_message()  # (read and cleared on this thread: the guard asks again)
                 with self._device.active():
                     self._run()
             self.calls += 1
@@ -288,7 +300,7 @@ class PreparedCall:
             f"strides {got.strides} offset {got.offset}")
 
     def _run_plan(self) -> None:
-        clock = self.session.clock
+        clock = self._clock
         clock.pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
         self._launch(self._ws_ptr, self._stream)  # (the plan's ExecutorPlan.launch)
         if self.sync:
