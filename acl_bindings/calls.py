@@ -253,13 +253,19 @@ class PlanCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: PlanKey, build: Callable[[], ExecutorPlan],
-            before_evict: Callable[[], None]) -> Optional[ExecutorPlan]:
-        """The plan for *key*, or None when this call must run one-shot (the library refused a plan)."""
+    def hit(self, key: PlanKey) -> Optional[ExecutorPlan]:
+        """The kept plan for *key* (now the most recently used), or None."""
         plan = self.plans.get(key)
         if plan is not None:
             self.plans.move_to_end(key)
             self.hits += 1
+        return plan
+
+    def get(self, key: PlanKey, build: Callable[[], ExecutorPlan],
+            before_evict: Callable[[], None]) -> Optional[ExecutorPlan]:
+        """The plan for *key*, or None when this call must run one-shot (the library refused a plan)."""
+        plan = self.hit(key)
+        if plan is not None:
             return plan
         self.misses += 1
         left = self.refused.get(key)
@@ -334,7 +340,7 @@ def launch(op: TwoPhaseOp, values: Sequence[Any], *, plans: Optional[PlanCache],
     if plans is not None:
         if key is None:
             key = plan_key(op, values)
-        plan = plans.get(key, lambda: ExecutorPlan(op, values), before_evict)
+        plan = plans.hit(key) or plans.get(key, lambda: ExecutorPlan(op, values), before_evict)
         if plan is not None:
             return plan.run(values, workspace, stream), "plan"
     return run_once(op, values, workspace.reserve, stream), "one-shot"

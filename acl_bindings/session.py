@@ -262,7 +262,7 @@ class Session:
     def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> int:
         """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`; *key*:
         the values' plan key, when the caller knows it)."""
-        self._pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
+        self.clock.pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
         size, self.last_path = launch(op, values, plans=self.plans if self.use_plans else None,
                                       workspace=self.workspace, stream=self.stream, before_evict=self._sync_if_pending,
                                       key=key)
