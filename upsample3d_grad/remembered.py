@@ -32,6 +32,8 @@ class RememberedCalls:
         self.array_type = array_type
         self.capacity = capacity
         self._entries: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        #: the arguments (the very objects), entry and key of the latest call found
+        self._last: Optional[tuple[Any, ...]] = None
 
     def key(self, go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any, layout: Any,
             strict: Any) -> Optional[tuple[Any, ...]]:
@@ -47,12 +49,27 @@ class RememberedCalls:
             return None
         return (id(go), id(gi), len(output_size), sizes, sd, sh, sw, layout, strict)
 
-    def find(self, key: tuple[Any, ...], go: Any, gi: Any) -> Optional[tuple[tuple[Any, ...], PlanKey]]:
+    def same_as_last(self, go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any,
+                     layout: Any, strict: Any) -> Optional[tuple[tuple[Any, ...], PlanKey]]:
+        """What :meth:`find` gave the latest call, when this one passes the very same objects (the usual loop);
+        else None.  (The objects of a remembered call are immutable: tuples of ints, floats, None, a str, a bool.)"""
+        last = self._last
+        if last is None or last[0] is not output_size or last[1] is not input_size or last[2] is not sd or \
+                last[3] is not sh or last[4] is not sw or last[5] is not layout or last[6] is not strict:
+            return None
+        entry: tuple[Any, ...] = last[7]
+        if entry[0]() is not go or entry[1]() is not gi or self._entries.get(last[8]) is not entry:
+            return None
+        return entry[2], entry[3]
+
+    def find(self, key: tuple[Any, ...], go: Any, gi: Any, args: tuple[Any, ...]) -> Optional[tuple[tuple[Any, ...],
+                                                                                                 PlanKey]]:
         """``(the arguments between the two arrays, converted; the plan key)`` of the call *key* on *go* and *gi*,
-        or None."""
+        or None; *args* are the call's other arguments, as passed (for :meth:`same_as_last`)."""
         entry = self._entries.get(key)
         if entry is None or entry[0]() is not go or entry[1]() is not gi:
             return None
+        self._last = (*args, entry, key)
         return entry[2], entry[3]
 
     def remember(self, key: tuple[Any, ...], go: Any, gi: Any, middle: tuple[Any, ...], plan: PlanKey) -> None:

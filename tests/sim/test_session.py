@@ -306,6 +306,12 @@ def test_a_remembered_call_is_never_served_to_a_new_array(no_leaks: None, sessio
     entries[key(small, out, *args)] = entries[key(go, gi, *args)]  # as if they had the ids of go and gi
     with pytest.raises(AclnnParamError, match="gradOut"):
         session.backward(small, (2, 2, 2), (2, 2, 1, 1, 1), out=out)
+    # the very same argument objects as the latest remembered call, other arrays: checked too
+    sizes = (2, 2, 2), (2, 2, 1, 1, 1)
+    session.backward(go, *sizes, out=gi)
+    session.backward(go, *sizes, out=gi)  # (found: the latest call)
+    with pytest.raises(AclnnParamError, match="gradOut"):
+        session.backward(small, *sizes, out=out)
     for arr in (go, gi, small, out):
         arr.close()
 
