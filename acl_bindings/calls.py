@@ -30,7 +30,7 @@ most :attr:`PlanCache.refused_capacity` keys, and its reason is kept in :attr:`P
 from __future__ import annotations
 
 from collections import OrderedDict
-from ctypes import c_void_p
+from ctypes import c_uint64, c_void_p
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -190,6 +190,7 @@ class ExecutorPlan:
         cell = self.executor._cell
         assert cell is not None
         self._executor = c_void_p(cell.value)
+        self._size = c_uint64(self.workspace_size)
         self._cell = cell
 
     def rebind(self, pos: int, address: int) -> None:
@@ -221,7 +222,7 @@ class ExecutorPlan:
         if not self._cell.value:  # (closed: its cell is empty; never repeatable: an empty cell of its own)
             raise ClosedError("this plan's executor is closed" if self._phase2 is not _not_repeatable
                               else "this plan's executor is not repeatable (make_repeatable() first)")
-        rc = self._phase2(workspace, self.workspace_size, self._executor, stream)
+        rc = self._phase2(workspace, self._size, self._executor, stream)
         self.runs += 1
         if rc:
             raise_for_status(rc, self.op.phase2_name)

@@ -105,6 +105,7 @@ class PreparedCall:
         with owner._lock:
             owner._check_open()
             self._values = list(values)
+            self._arrays_changed()
             self._fns = call_functions(op)
             self._stream = c_void_p(owner.stream.handle)
             self._device = owner.device
@@ -112,6 +113,7 @@ class PreparedCall:
             # the device check of every call: the thread's current context, read into a cell of this call
             # (calls hold the owner's lock)
             self._get_context = lib.unchecked("aclrtGetCurrentContext")
+            self._synchronize = lib.unchecked("aclrtSynchronizeStream")
             self._context_out = c_void_p()
             self._context_ref = byref(self._context_out)
             self._lock = owner._lock
@@ -231,9 +233,10 @@ class PreparedCall:
             for pos, arr in replace:
                 if arr is not None and arr is not values[pos]:
                     self._rebind(pos, arr)
-            for pos in self._tensor_positions:
-                if values[pos].buffer.closed:
-                    values[pos]._check_open()  # (raises ClosedError)
+            for buffer in self._buffers:
+                if buffer.closed:
+                    for pos in self._tensor_positions:
+                        values[pos]._check_open()  # (raises ClosedError)
             # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
             # device guard (which also refuses a forked child)
             rc = self._get_context(self._context_ref)
@@ -249,7 +252,13 @@ class PreparedCall:
                 self._retry_left -= 1
                 if not self._retry_left:
                     self._retry_plan()
-            return values[self.op.outputs[0]] if self.op.outputs else None
+            return self._result
+
+    def _arrays_changed(self) -> None:
+        """Refresh what calls read of the current arrays: their buffers, and the result (the first output)."""
+        values = self._values
+        self._buffers = tuple(values[pos].buffer for pos in self._tensor_positions)
+        self._result = values[self.op.outputs[0]] if self.op.outputs else None
 
     def _check_value(self, arr: Any, param: str) -> None:
         """Raise unless *arr* may be a tensor argument named *param* (an open device array of the owner)."""
@@ -281,6 +290,7 @@ class PreparedCall:
             tensor.address = new.address
         src.set_address(new.address)
         self._values[pos] = arr
+        self._arrays_changed()
 
     def _explain_rebind(self, pos: int, arr: Any, old: Any, others: Sequence[Any]) -> None:
         """Raise the error that says why *arr* cannot replace *old*."""
@@ -304,7 +314,7 @@ class PreparedCall:
         clock.pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
         self._launch(self._ws_ptr, self._stream)  # (the plan's ExecutorPlan.launch)
         if self.sync:
-            rc = self._fns.aclrtSynchronizeStream(self._stream)
+            rc = self._synchronize(self._stream)
             if rc:
                 raise_for_status(rc, "aclrtSynchronizeStream")
             clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
