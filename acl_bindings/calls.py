@@ -138,10 +138,6 @@ def _phase1_args(op: TwoPhaseOp, values: Sequence[Any], made: list[Any], plan: b
     return args
 
 
-def _not_repeatable(*args: Any) -> int:
-    raise ClosedError("this plan's executor is not repeatable (make_repeatable() first)")
-
-
 class ExecutorPlan:
     """Phase 1 of one call shape of *op*, with an executor to make repeatable (build with :meth:`PlanCache.get`).
 
@@ -173,7 +169,7 @@ class ExecutorPlan:
         self.outputs = tuple(args[i] for i in op.outputs)
         #: ``(schema position, tensor)`` of every input, then every output
         self._tensors = (*zip(op.inputs, self.inputs), *zip(op.outputs, self.outputs))
-        self._phase2: Any = _not_repeatable  # lib.unchecked(phase 2), once the executor is repeatable
+        self._phase2: Any = None  # lib.unchecked(phase 2), once the executor is repeatable
         self._executor = c_void_p()  # the executor's handle, as phase 2 takes it
         self._cell = c_void_p()  # the executor's cell (empty once it is closed), once repeatable
         self.runs = 0
@@ -220,7 +216,7 @@ class ExecutorPlan:
         when the size is 0) and *stream* (a raw ``aclrtStream``) as phase 2 takes them; the device of the stream
         must be current.  The hot path of every plan (:meth:`run`, :class:`acl_bindings.prepared.PreparedCall`)."""
         if not self._cell.value:  # (closed: its cell is empty; never repeatable: an empty cell of its own)
-            raise ClosedError("this plan's executor is closed" if self._phase2 is not _not_repeatable
+            raise ClosedError("this plan's executor is closed" if self._phase2 is not None
                               else "this plan's executor is not repeatable (make_repeatable() first)")
         rc = self._phase2(workspace, self._size, self._executor, stream)
         self.runs += 1
@@ -265,9 +261,12 @@ class PlanCache:
     def get(self, key: PlanKey, build: Callable[[], ExecutorPlan],
             before_evict: Callable[[], None]) -> Optional[ExecutorPlan]:
         """The plan for *key*, or None when this call must run one-shot (the library refused a plan)."""
-        plan = self.hit(key)
-        if plan is not None:
-            return plan
+        return self.hit(key) or self.miss(key, build, before_evict)
+
+    def miss(self, key: PlanKey, build: Callable[[], ExecutorPlan],
+             before_evict: Callable[[], None]) -> Optional[ExecutorPlan]:
+        """:meth:`get` for a *key* that :meth:`hit` did not find: a new plan from *build* (kept, the least
+        recently used one evicted when full), or None when the library refused one recently or now."""
         self.misses += 1
         left = self.refused.get(key)
         if left is not None and left > 1:  # refused recently: one-shot, without asking again
@@ -341,7 +340,7 @@ def launch(op: TwoPhaseOp, values: Sequence[Any], *, plans: Optional[PlanCache],
     if plans is not None:
         if key is None:
             key = plan_key(op, values)
-        plan = plans.hit(key) or plans.get(key, lambda: ExecutorPlan(op, values), before_evict)
+        plan = plans.hit(key) or plans.miss(key, lambda: ExecutorPlan(op, values), before_evict)
         if plan is not None:
             return plan.run(values, workspace, stream), "plan"
     return run_once(op, values, workspace.reserve, stream), "one-shot"

@@ -107,13 +107,13 @@ class PreparedCall:
             self._values = list(values)
             self._arrays_changed()
             self._fns = call_functions(op)
+            self._synchronize = self._fns.aclrtSynchronizeStream
             self._stream = c_void_p(owner.stream.handle)
             self._device = owner.device
             self._clock = owner.clock
             # the device check of every call: the thread's current context, read into a cell of this call
             # (calls hold the owner's lock)
             self._get_context = lib.unchecked("aclrtGetCurrentContext")
-            self._synchronize = lib.unchecked("aclrtSynchronizeStream")
             self._context_out = c_void_p()
             self._context_ref = byref(self._context_out)
             self._lock = owner._lock

@@ -35,13 +35,16 @@ class RememberedCalls:
         #: the arguments (the very objects), entry and key of the latest call found
         self._last: Optional[tuple[Any, ...]] = None
 
+    def takes(self, go: Any, gi: Any) -> bool:
+        """Whether a call on *go* and *gi* may be remembered: both arrays of :attr:`array_type` (exactly)."""
+        return type(go) is self.array_type and type(gi) is self.array_type
+
     def key(self, go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any, layout: Any,
             strict: Any) -> Optional[tuple[Any, ...]]:
-        """The key of a call, or None when it is not one to remember (see the module docstring): two arrays of
-        :attr:`array_type` (exactly), and the arguments above."""
-        array_type = self.array_type
-        if type(go) is not array_type or type(gi) is not array_type or type(output_size) is not tuple or \
-                type(input_size) is not tuple or type(layout) is not str or strict not in _BOOLS:
+        """The key of a call, or None when it is not one to remember (see the module docstring): two arrays it
+        :meth:`takes`, and the arguments above."""
+        if not self.takes(go, gi) or type(output_size) is not tuple or type(input_size) is not tuple or \
+                type(layout) is not str or strict not in _BOOLS:
             return None
         sizes = output_size + input_size
         if not _INTS.issuperset(map(type, sizes)) or type(sd) not in _SCALE_TYPES or type(sh) not in _SCALE_TYPES \

@@ -58,13 +58,7 @@ class Session(_generic.Session):
     """Owns a device (by id), one stream on it, a reusable workspace and the arrays it uploads
     (:class:`acl_bindings.session.Session`), and runs the operator on them.
 
-    Parameters
-    ----------
-    device_id:
-        The device to use (``aclrtSetDevice``).
-    plans:
-        Keep a repeatable executor per call shape and only update addresses on later
-        calls (see :mod:`acl_bindings.calls`).  ``False``: every call runs both phases.
+    Parameters: those of :class:`acl_bindings.session.Session` (``device_id``, ``plans``).
 
     A context manager: ``close()`` releases everything it created, in reverse order,
     after the stream has finished.  ``repr()`` names the backend (real CANN or the
@@ -211,9 +205,9 @@ class Session(_generic.Session):
         result; None when it is not one (the caller then runs it in full).  See :mod:`upsample3d_grad.remembered`:
         what can change is checked again (the session and the arrays are open), the plan key is the one kept.
         """
-        if type(go) is not DeviceArray or type(gi) is not DeviceArray:
-            return None
         checked = self._checked
+        if not checked.takes(go, gi):  # (numpy and the rest: no lock, no device guard)
+            return None
         with self._lock, self._active():
             found = checked.same_as_last(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
             if found is None:
