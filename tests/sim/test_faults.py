@@ -425,17 +425,7 @@ def test_every_observed_call_fails_cleanly(name: str, error_class: str) -> None:
                 else:
                     failures += [f"{label}: {p}" for p in _check_error(exc, func, code, kind, builtin)]
                 del exc  # the caller handled it: temporaries it kept alive are released now (or retried)
-                stale = recent_error_message()
-                if stale:  # it would be attached to the next, unrelated failure on this thread
-                    failures.append(f"{label}: an error message was left unread: {stale!r}")
-                try:
-                    scenario.recover(state)
-                except Exception as err:
-                    failures.append(f"{label}: not usable afterwards: {type(err).__name__}: {err}")
-                try:
-                    scenario.teardown(state)
-                except Exception as err:
-                    failures.append(f"{label}: teardown failed: {type(err).__name__}: {err}")
+                _after_the_fault(label, scenario, state, failures)
                 del state, scenario
                 leaked = _leaks(before)
                 if leaked:
@@ -444,6 +434,21 @@ def test_every_observed_call_fails_cleanly(name: str, error_class: str) -> None:
         if was_enabled:
             gc.enable()
     assert not failures, "\n".join(failures)
+
+
+def _after_the_fault(label: str, scenario: Scenario, state: dict, failures: list[str]) -> None:
+    """After a faulted run: no error message left unread, the state still usable, and its teardown clean."""
+    stale = recent_error_message()
+    if stale:  # it would be attached to the next, unrelated failure on this thread
+        failures.append(f"{label}: an error message was left unread: {stale!r}")
+    try:
+        scenario.recover(state)
+    except Exception as err:
+        failures.append(f"{label}: not usable afterwards: {type(err).__name__}: {err}")
+    try:
+        scenario.teardown(state)
+    except Exception as err:
+        failures.append(f"{label}: teardown failed: {type(err).__name__}: {err}")
 
 
 #: The clean-up calls a second fault is injected into.
@@ -519,17 +524,7 @@ def test_a_second_fault_in_the_clean_up_fails_cleanly(name: str) -> None:
                         elif exc.func not in (func, rel) or "injected fault" not in exc.detail:
                             failures.append(f"{label}: {type(exc).__name__} from {exc.func}: {exc.detail!r}")
                         del exc
-                        stale = recent_error_message()
-                        if stale:
-                            failures.append(f"{label}: an error message was left unread: {stale!r}")
-                        try:
-                            scenario.recover(state)
-                        except Exception as err:
-                            failures.append(f"{label}: not usable afterwards: {type(err).__name__}: {err}")
-                        try:
-                            scenario.teardown(state)
-                        except Exception as err:
-                            failures.append(f"{label}: teardown failed: {type(err).__name__}: {err}")
+                        _after_the_fault(label, scenario, state, failures)
                         del state, scenario
                         leaked = _leaks(before)
                         if leaked:
