@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import AclMemoryError, ClosedError
-from .memory import DeviceBuffer
+from .memory import DeviceBuffer, buffer_closes
 from .runtime import Device
 from .streams import Stream
 
@@ -156,6 +156,7 @@ class PooledBuffer:
         """Return the block to the cache (stream-ordered).  Idempotent."""
         block, self._block = self._block, None
         if block is not None:
+            buffer_closes[0] += 1
             self._fin.detach()
             self._allocator._give_back(block, self.clock)
 

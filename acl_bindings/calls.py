@@ -164,15 +164,37 @@ class ExecutorPlan:
                 if leftovers is not None:
                     leftovers += self.still_open()
             raise
+        #: phase 1's arguments in schema order (the tensors and arrays of ``objects``, the doubles)
+        self.args = args
+        self._index_tensors()
+        self._phase2: Any = None  # lib.unchecked(phase 2), once the executor is repeatable
+        self._executor = c_void_p()  # the executor's handle, as phase 2 takes it
+        self._cell = c_void_p()  # the executor's cell (empty once it is closed), once repeatable
+        self.runs = 0
+
+    def _index_tensors(self) -> None:
+        op, args = self.op, self.args
         #: the executor's input and output tensors, in order (input / output index k)
         self.inputs = tuple(args[i] for i in op.inputs)
         self.outputs = tuple(args[i] for i in op.outputs)
         #: ``(schema position, tensor)`` of every input, then every output
         self._tensors = (*zip(op.inputs, self.inputs), *zip(op.outputs, self.outputs))
-        self._phase2: Any = None  # lib.unchecked(phase 2), once the executor is repeatable
-        self._executor = c_void_p()  # the executor's handle, as phase 2 takes it
-        self._cell = c_void_p()  # the executor's cell (empty once it is closed), once repeatable
-        self.runs = 0
+
+    def discard_executor(self) -> None:
+        """Destroy the executor unrun (cann-abi.md §1.3) and keep the tensors and arrays, for a caller that runs
+        phase 1 on them again per call (a one-shot :class:`acl_bindings.prepared.PreparedCall`)."""
+        if self.executor is not None:
+            self.executor.close()  # (refused: raises, and it stays owned)
+            self.executor = None
+
+    def replace_tensor(self, pos: int, tensor: Tensor) -> Tensor:
+        """Use *tensor* for the tensor argument at schema position *pos* from now on (no executor may refer to the
+        one it replaces: see :meth:`discard_executor`); returns the replaced tensor, which the caller closes."""
+        assert self.executor is None
+        old, k = self.args[pos], sum(1 for a in self.op.schema[:pos] if a.kind is not ArgKind.DOUBLE)
+        self.args[pos], self.objects[k] = tensor, tensor  # (one statement: both or neither)
+        self._index_tensors()
+        return old
 
     def still_open(self) -> list[Any]:
         """The executor, tensors and arrays not released yet."""

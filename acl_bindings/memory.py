@@ -20,7 +20,12 @@ from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device
 from .streams import Stream
 
-__all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes"]
+__all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes", "buffer_closes"]
+
+#: How many device buffers have been closed in this process (a :class:`DeviceBuffer`, or an allocator's
+#: :class:`~acl_bindings.allocator.PooledBuffer` returned to its cache): buffers found open at one count are
+#: still open while it has not changed (a prepared call checks its buffers only then)
+buffer_closes = [0]
 
 _SIZE_LIMIT = 1 << 64  # ctypes would silently truncate a larger size_t
 
@@ -88,6 +93,13 @@ class DeviceBuffer(Resource):
             raise
 
     _as_parameter_ = ClosedParameter()
+
+    def close(self) -> None:
+        """Free the memory now (see :class:`~acl_bindings._resource.Resource`).  Idempotent."""
+        try:
+            super().close()
+        finally:
+            buffer_closes[0] += 1
 
     def _range(self, offset: object, nbytes: object, what: str) -> tuple[int, int]:
         """``(offset, nbytes)`` as ints, checked to lie inside this buffer."""

@@ -2,15 +2,15 @@
 
 Everything that does not change between calls is done once, at preparation:
 
-* the C arguments (dims, strides, sizes, doubles), built once as ctypes objects;
+* the C arguments: aclTensors, aclIntArrays and doubles, made once;
 * phase 1 once, with a **repeatable executor** (``plan=True``, an :class:`acl_bindings.calls.ExecutorPlan`):
   each call is then phase 2 on the owner's stream (plus a stream synchronisation unless
   ``sync=False``), and the executor is pointed at new device addresses only when another array
   is passed;
-* or, with ``plan=False`` (or when the library refuses repeatable mode), a **lean one-shot** call:
-  per call an aclTensor per tensor argument and an aclIntArray per int array are made from the
-  prepared ctypes arguments, phase 1, phase 2, synchronisation, and the handles destroyed - on
-  error paths too;
+* or, with ``plan=False`` (or when the library refuses repeatable mode), a **one-shot** call: the
+  aclTensors and aclIntArrays are made once and kept (phase 1 keeps no reference to them after phase
+  2 consumed its executor, cann-abi.md §1.3, §8.5); per call phase 1 on them, phase 2 and the
+  synchronisation; a new array gets a new aclTensor;
 * a workspace owned by the prepared call, kept between calls.
 
 The C functions are the library namespace's unchecked ones (:meth:`acl_bindings.Lib.unchecked`: the
@@ -32,12 +32,12 @@ import weakref
 from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
-from ._lib import lib, raise_for_status, recent_error_message
-from ._oneshot import ArraySource, Leftovers, TensorSource, c_functions, call_functions, make_oneshot, release_leftovers
+from ._lib import raise_for_status, recent_error_message
+from ._oneshot import Leftovers, c_functions, call_functions, make_oneshot, make_plan_run, release_leftovers
 from ._resource import releases_allowed
-from .calls import ExecutorPlan
+from .calls import ExecutorPlan, borrowed_tensor
 from .errors import AclError, AclnnParamError, ClosedError
-from .memory import DeviceBuffer
+from .memory import DeviceBuffer, buffer_closes
 from .op import ArgKind, TwoPhaseOp
 from .runtime import _forked
 
@@ -81,7 +81,8 @@ class PreparedCall:
     def __init__(self, owner: Any, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True,
                  sync: bool = True) -> None:
         self._closed = True
-        self._plan: Optional[ExecutorPlan] = None
+        self._plan: Optional[ExecutorPlan] = None  # the repeatable executor's (plan mode)
+        self._bound: Optional[ExecutorPlan] = None  # the tensors and arrays of a one-shot call (no executor)
         self._ws: Optional[DeviceBuffer] = None
         self._ws_ptr: Optional[c_void_p] = None
         self._ws_cap = 0
@@ -96,16 +97,16 @@ class PreparedCall:
         self._retry_left = 0  # one-shot calls left before a refused plan is asked for again
         self.workspace_size = 0
         schema = op.schema
-        #: schema positions of the arguments that are handles (tensors and int arrays), in order: the slots
-        self._where = tuple(pos for pos, a in enumerate(schema) if a.kind is not ArgKind.DOUBLE)
         self._tensor_positions = tuple(pos for pos, a in enumerate(schema) if a.is_tensor)
-        # per-call handles not destroyed yet (refused, or a call interrupted)
-        self._left = Leftovers(["aclDestroyTensor" if schema[pos].is_tensor else "aclDestroyIntArray"
-                                 for pos in self._where])
+        self._left = Leftovers()  # a one-shot call's executor, and executors whose destroy was refused
+        #: the one-shot's ExecutorPlan, whose tensors and arrays those may refer to (held by the finalizer net)
+        self._keep: list[Any] = [None]
         with owner._lock:
             owner._check_open()
             self._values = list(values)
-            self._arrays_changed()
+            self._buffers: tuple[Any, ...] = ()
+            self._result: Any = None
+            self._closes_seen = -1  # the arrays are checked (and _buffers, _result set) at the first call
             self._fns = call_functions(op)
             self._synchronize = self._fns.aclrtSynchronizeStream
             self._stream = c_void_p(owner.stream.handle)
@@ -113,21 +114,15 @@ class PreparedCall:
             self._clock = owner.clock
             # the device check of every call: the thread's current context, read into a cell of this call
             # (calls hold the owner's lock)
-            self._get_context = lib.unchecked("aclrtGetCurrentContext")
+            self._get_context = self._fns.aclrtGetCurrentContext
             self._context_out = c_void_p()
             self._context_ref = byref(self._context_out)
             self._lock = owner._lock
-            self._sources = [TensorSource(values[pos].arg) if schema[pos].is_tensor else ArraySource(values[pos])
-                             for pos in self._where]
             self._size_out = c_uint64()
-            self._ex_out = c_void_p()
-            #: phase 1's arguments: doubles as ready ctypes objects, handles filled in per call
-            self._phase1_args: list[Any] = [c_double(float(values[pos])) if a.kind is ArgKind.DOUBLE else None
-                                            for pos, a in enumerate(schema)]
-            self._phase1_args += [byref(self._size_out), byref(self._ex_out)]
-            self._left.ex = self._ex_out
-            # the garbage collector's net for the per-call handles (never self: see Leftovers)
-            fin = weakref.finalize(self, release_leftovers, self._fns, self._left, owner.device)
+            self._phase1_args: list[Any] = []  # a one-shot call's (see _use_oneshot)
+            self._fast = self._closed_call
+            # the garbage collector's net for a one-shot call's executor (never self: see Leftovers)
+            fin = weakref.finalize(self, release_leftovers, self._fns, self._left, owner.device, self._keep)
             fin.atexit = False
             self._released = False
             owner._register_prepared(self)  # from here on, the owner's close() releases what this call owns
@@ -160,17 +155,29 @@ class PreparedCall:
                 self.plan = True
         if self.plan:
             self._use_plan()
-        else:
-            prep.close()  # an executor phase 2 never ran is destroyed (cann-abi.md §1.3); each call makes its own
-            self._plan = None
-            self._run = make_oneshot(self)
+            return
+        self._plan = None
+        if plan:  # refused: the one-shot calls describe the storage as the one-shot path does (acl_bindings.calls)
+            prep.close()
+            prep = ExecutorPlan(self.op, self._values, plan_storage=False)
+        self._bound = prep
+        self._keep[0] = prep
+        prep.discard_executor()  # an executor phase 2 never ran is destroyed (cann-abi.md §1.3)
+        self._use_oneshot()
+
+    def _use_oneshot(self) -> None:
+        """Calls run phase 1 and phase 2 on the kept tensors and arrays from now on."""
+        bound = self._bound
+        assert bound is not None
+        self._phase1_args[:] = [c_double(v) if type(v) is float else v._cell for v in bound.args]
+        self._phase1_args += [byref(self._size_out), byref(self._left.ex)]
+        self._set_run(make_oneshot(self))
 
     def _use_plan(self) -> None:
         """Calls run phase 2 of the plan's repeatable executor from now on."""
         plan = self._plan
         assert plan is not None and plan.executor is not None
         self._ex = ctypes.cast(plan.executor.handle, c_void_p)
-        self._launch = plan.launch
         f, op = self._fns, self.op
         #: per tensor position: the lean address setter, its name, the index k, the tensor's handle, the tensor
         self._setters = {pos: (f.aclSetInputTensorAddr if which is op.inputs else f.aclSetOutputTensorAddr,
@@ -178,7 +185,7 @@ class PreparedCall:
                                c_size_t(k), ctypes.cast(tensor.handle, c_void_p), tensor)
                          for which, tensors in ((op.inputs, plan.inputs), (op.outputs, plan.outputs))
                          for k, (pos, tensor) in enumerate(zip(which, tensors))}
-        self._run = self._run_plan
+        self._set_run(make_plan_run(self))
 
     def _retry_plan(self) -> None:
         """Ask again for a repeatable executor, :attr:`retry_after` one-shot calls after a refusal.
@@ -207,6 +214,13 @@ class PreparedCall:
         self.workspace_size = plan.workspace_size
         self.plan, self.fallback = True, None
         self._use_plan()
+        bound, self._bound = self._bound, None  # the one-shot's tensors and arrays
+        if bound is not None:
+            try:
+                self._left.destroy(self._fns)  # an interrupted call's executor first: it may refer to them
+                bound.close()
+            except AclError:
+                self._stale += bound.still_open()  # refused: close() retries them (and reports it)
 
     def _ensure_workspace(self, size: int) -> None:
         if size <= (self._ws.nbytes if self._ws is not None else 0):
@@ -222,43 +236,79 @@ class PreparedCall:
         self._ws_cap = size
 
     # ------------------------------------------------------------------ calling
+    def _set_run(self, run: Callable[[], None]) -> None:
+        """Calls run *run* (a closure of :mod:`acl_bindings._oneshot`) from now on."""
+        self._run = run
+        self._fast = self._make_call(run)
+
+    def _make_call(self, run: Callable[[], None]) -> Callable[[], Any]:
+        """A whole call on the current arrays, as one closure: the lock, the checks, *run*, the count."""
+        call, lock, session, device = self, self._lock, self.session, self._device
+        get_context, context_ref, context_out, forked = self._get_context, self._context_ref, self._context_out, _forked
+        closes = buffer_closes
+
+        def fast() -> Any:
+            with lock:  # (a with statement: a real Ctrl-C cannot fall between acquiring and the try)
+                if call._closed or session._closed:
+                    call._closed_call()
+                if closes[0] != call._closes_seen:  # (a buffer was closed somewhere since they were found open)
+                    call._check_buffers()
+                # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
+                # device guard (which also refuses a forked child)
+                rc = get_context(context_ref)
+                if not rc and context_out.value == device.context and not forked[0]:
+                    run()
+                else:
+                    if rc:
+                        recent_error_message()  # (read and cleared on this thread: the guard asks again)
+                    with device.active():
+                        run()
+                call.calls += 1
+                if call._retry_left:  # a plan was refused: ask again now and then
+                    call._count_retry()
+                return call._result
+
+        return fast
+
+    def _closed_call(self) -> Any:
+        """Raise the ClosedError of a call on a closed prepared call or owner."""
+        raise ClosedError(f"this {type(self).__name__} is closed" if self._closed else
+                          f"this {type(self.session).__name__} is closed")
+
+    def _check_buffers(self) -> None:
+        """Raise ClosedError when an array or its buffer is closed; else remember they were open at this count.
+
+        After new arrays (or a rebind an interrupt or error cut short), the executor or the one-shot's
+        aclTensors are first made to match the current arrays (nothing is called when they do).
+        """
+        seen = buffer_closes[0]  # (read first: a close during the check changes it)
+        values = self._values
+        self._buffers = tuple(values[pos].buffer for pos in self._tensor_positions)
+        self._result = values[self.op.outputs[0]] if self.op.outputs else None
+        for buffer in self._buffers:
+            if buffer.closed:
+                for pos in self._tensor_positions:
+                    values[pos]._check_open()  # (raises ClosedError)
+        for pos in self._tensor_positions:
+            self._point(pos, values[pos].arg)
+        self._closes_seen = seen
+
+    def _count_retry(self) -> None:
+        self._retry_left -= 1
+        if not self._retry_left:
+            self._retry_plan()
+
     def _call(self, replace: Sequence[tuple[int, Any]]) -> Any:
         """Run the operator, first using the arrays of *replace* (``(schema position, array or None)``) from now
         on; returns the first output tensor's array."""
-        with self._lock:  # (a with statement: a real Ctrl-C cannot fall between acquiring and the try)
+        with self._lock:
             if self._closed or self.session._closed:
-                raise ClosedError(f"this {type(self).__name__} is closed" if self._closed else
-                                  f"this {type(self.session).__name__} is closed")
+                self._closed_call()
             values = self._values
             for pos, arr in replace:
                 if arr is not None and arr is not values[pos]:
                     self._rebind(pos, arr)
-            for buffer in self._buffers:
-                if buffer.closed:
-                    for pos in self._tensor_positions:
-                        values[pos]._check_open()  # (raises ClosedError)
-            # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
-            # device guard (which also refuses a forked child)
-            rc = self._get_context(self._context_ref)
-            if not rc and self._context_out.value == self._device.context and not _forked[0]:
-                self._run()
-            else:
-                if rc:
-                    recent_error_message()  # (read and cleared on this thread: the guard asks again)
-                with self._device.active():
-                    self._run()
-            self.calls += 1
-            if self._retry_left:  # a plan was refused: ask again now and then
-                self._retry_left -= 1
-                if not self._retry_left:
-                    self._retry_plan()
-            return self._result
-
-    def _arrays_changed(self) -> None:
-        """Refresh what calls read of the current arrays: their buffers, and the result (the first output)."""
-        values = self._values
-        self._buffers = tuple(values[pos].buffer for pos in self._tensor_positions)
-        self._result = values[self.op.outputs[0]] if self.op.outputs else None
+            return self._fast()
 
     def _check_value(self, arr: Any, param: str) -> None:
         """Raise unless *arr* may be a tensor argument named *param* (an open device array of the owner)."""
@@ -275,22 +325,43 @@ class PreparedCall:
             same = False
         if not same:
             self._explain_rebind(pos, arr, old, others)
-        new = arr.arg
-        src = self._sources[self._where.index(pos)]
-        assert isinstance(src, TensorSource)
-        if new.storage_dims != old.arg.storage_dims:
-            # a one-shot call describes the new buffer (a plan's executor keeps its phase-1 storage, which
-            # covers the same view: only phase 1 checks it, cann-abi.md §8.1)
-            src.set_storage(new.storage_dims)
-        if self.plan and new.address != src.address.value:
-            setter, name, k, handle, tensor = self._setters[pos]
-            rc = setter(self._ex, k, handle, c_void_p(new.address))
-            if rc:
-                raise_for_status(rc, name)
-            tensor.address = new.address
-        src.set_address(new.address)
+        # from here on, the next call checks the arrays and makes the executor or the aclTensors match them
+        # (_check_buffers): a rebind that an interrupt or an error cuts short is completed or undone then
+        self._closes_seen = -1
+        self._point(pos, arr.arg)
         self._values[pos] = arr
-        self._arrays_changed()
+
+    def _point(self, pos: int, new: Any) -> None:
+        """Make the tensor at schema position *pos* describe *new* (a :class:`~acl_bindings.calls.TensorArg`).
+
+        A plan points its executor at the new address (its phase-1 storage covers the same view: only phase 1
+        checks it, cann-abi.md §8.1); a one-shot call makes a new aclTensor and destroys the old one.
+        """
+        if self.plan:
+            setter, name, k, handle, tensor = self._setters[pos]
+            if new.address != tensor.address:
+                tensor.address = -1  # unknown until the library confirms the new one
+                rc = setter(self._ex, k, handle, c_void_p(new.address))
+                if rc:
+                    raise_for_status(rc, name)
+                tensor.address = new.address
+            return
+        bound = self._bound
+        assert bound is not None
+        old = bound.args[pos]
+        if self._phase1_args[pos] is old._cell and (old.address, old.storage_dims) == (new.address,
+                                                                                     new.storage_dims):
+            return
+        self._left.destroy(self._fns)  # an interrupted call's executor first: it may refer to the old one
+        with self._device.active():
+            tensor = borrowed_tensor(new, plan=False)
+            bound.replace_tensor(pos, tensor)
+            self._phase1_args[pos] = tensor._cell
+            try:
+                old.close()
+            except AclError:
+                self._stale.append(old)  # refused: close() retries it
+                raise
 
     def _explain_rebind(self, pos: int, arr: Any, old: Any, others: Sequence[Any]) -> None:
         """Raise the error that says why *arr* cannot replace *old*."""
@@ -308,16 +379,6 @@ class PreparedCall:
             f"dtype {want.dtype} layout {getattr(old, 'layout', want.format)} strides {want.strides} offset "
             f"{want.offset}; got shape {got.shape} dtype {got.dtype} layout {getattr(arr, 'layout', got.format)} "
             f"strides {got.strides} offset {got.offset}")
-
-    def _run_plan(self) -> None:
-        clock = self._clock
-        clock.pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
-        self._launch(self._ws_ptr, self._stream)  # (the plan's ExecutorPlan.launch)
-        if self.sync:
-            rc = self._synchronize(self._stream)
-            if rc:
-                raise_for_status(rc, "aclrtSynchronizeStream")
-            clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
 
     # ------------------------------------------------------------------ lifetime
     @property
@@ -362,6 +423,8 @@ class PreparedCall:
             attempt(lambda: self._left.destroy(self._fns))
         if self._plan is not None and attempt(self._plan.close):
             self._plan = None
+        if self._bound is not None and not self._left.busy() and attempt(self._bound.close):
+            self._bound = None  # (after the executors that may refer to its tensors)
         for obj in self._stale:
             attempt(obj.close)
         self._stale = [obj for obj in self._stale if not obj.closed]

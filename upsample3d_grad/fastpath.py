@@ -6,15 +6,15 @@ thousands of times with the same shapes; there, everything that does not change 
 calls is done once by :meth:`Session.prepare <upsample3d_grad.Session.prepare>`:
 
 * the host checks (:func:`upsample3d_grad.checks.check_params`), once;
-* the C argument arrays (dims, strides, sizes) and the scales, built once as ctypes objects;
+* the C arguments (aclTensors, aclIntArrays, the scales), made once;
 * phase 1 once, with a **repeatable executor** (``plan=True``, the default): each call is then
   phase 2 on the session's stream (plus a stream synchronisation unless ``sync=False``), and
   the executor is pointed at new device addresses (``aclSetInputTensorAddr`` /
   ``aclSetOutputTensorAddr``) only when a different :class:`~upsample3d_grad.DeviceArray` is
   passed;
 * or, with ``plan=False`` (or when the library refuses repeatable mode), a **one-shot**
-  call: per call 2 aclTensors and 2 aclIntArrays are created from the prepared ctypes arrays,
-  phase 1, phase 2, synchronisation, and the 4 handles destroyed - on error paths too;
+  call: the 2 aclTensors and 2 aclIntArrays are made once and kept; per call phase 1 on them,
+  phase 2 and the synchronisation (a different DeviceArray gets a new aclTensor);
 * a workspace owned by the prepared call, kept between calls.
 
 The machinery is generic (:class:`acl_bindings.prepared.PreparedCall`, which runs any declared
@@ -55,9 +55,6 @@ if TYPE_CHECKING:
     from .session import DeviceArray, Session
 
 __all__ = ["PreparedCall", "cached_check_params"]
-
-#: The C functions a prepared call uses (acl_bindings.prepared.c_functions)
-_NAMES = prepared.c_functions(OP)
 
 # ---------------------------------------------------------------------------------------------
 # The prepared call
@@ -129,8 +126,10 @@ class PreparedCall(prepared.PreparedCall):
             Other device arrays of the same shape, dtype, layout, strides and offset to use
             from now on (the executor is pointed at their addresses); None keeps the current ones.
         """
-        result: DeviceArray = self._call(((_GO, grad_output), (_GI, out)) if grad_output is not None or out is not None
-                                         else ())
+        if grad_output is None and out is None:
+            result: DeviceArray = self._fast()
+        else:
+            result = self._call(((_GO, grad_output), (_GI, out)))
         return result
 
     def _check_array(self, arr: DeviceArray, param: str) -> None:

@@ -20,12 +20,15 @@ import numpy as np
 import pytest
 
 from acl_bindings import AclError, AclnnInnerError, AclParamError, ClosedError, lib, sim
+from acl_bindings.prepared import c_functions
 from upsample3d_grad import Session, checks, reference
 from upsample3d_grad._api import OP
-from upsample3d_grad.fastpath import _NAMES, PreparedCall, cached_check_params
+from upsample3d_grad.fastpath import PreparedCall, cached_check_params
 
 P1, P2 = OP.phase1_name, OP.phase2_name
 MODES = pytest.mark.parametrize("plan", [True, False], ids=["plan", "oneshot"])
+#: The C functions that make and destroy descriptors
+DESCRIPTORS = ("aclCreateTensor", "aclDestroyTensor", "aclCreateIntArray", "aclDestroyIntArray")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 # (input_size, output_size, scales, layout, dtype)
@@ -68,7 +71,7 @@ def test_matches_reference(no_leaks: None, session: Session, plan: bool, case: i
     gi = session.empty(_phys(input_size, layout), dtype, layout)
     call = session.prepare(go, output_size, input_size, scales, out=gi, plan=plan)
     assert call.plan is plan and call.fallback is None
-    for _ in range(3):  # a repeatable executor runs again; a one-shot call builds everything again
+    for _ in range(3):  # a repeatable executor runs again; a one-shot call runs phase 1 again
         assert call() is gi
         _same(gi.download(), _want(g, output_size, input_size, scales, layout))
     assert call.calls == 3
@@ -92,10 +95,13 @@ def test_phase1_runs_once_with_a_plan(no_leaks: None, session: Session, plan: bo
     p1, p2 = sim.call_count(P1), sim.call_count(P2)
     call = session.prepare(go, (4, 4, 4), (1, 2, 2, 2, 2), out=gi, plan=plan)
     assert sim.live_handles()["executor"] == (1 if plan else 0)
+    made = {name: sim.call_count(name) for name in DESCRIPTORS}
     for _ in range(4):
         call()
     assert sim.call_count(P1) - p1 == (1 if plan else 5)  # preparation + one per one-shot call
     assert sim.call_count(P2) - p2 == 4
+    # both modes keep the aclTensors and aclIntArrays made at preparation
+    assert {name: sim.call_count(name) - n for name, n in made.items()} == dict.fromkeys(DESCRIPTORS, 0)
     call.close()
     assert sim.live_handles()["executor"] == 0
     _same(gi.download(), _want(g, (4, 4, 4), (1, 2, 2, 2, 2), (None,) * 3, "NCDHW"))
@@ -112,6 +118,7 @@ def test_address_updates_between_calls(no_leaks: None, session: Session, plan: b
     want = [_want(g, out3, shape_in, (None,) * 3, "NCDHW") for g in grads]
     setters = (sim.call_count("aclSetInputTensorAddr"), sim.call_count("aclSetOutputTensorAddr"))
     call = session.prepare(gos[0], out3, shape_in, out=gis[0], plan=plan)
+    made = {name: sim.call_count(name) for name in DESCRIPTORS}
     call()
     _same(gis[0].download(), want[0])
     assert not gis[1].download().any()
@@ -132,6 +139,10 @@ def test_address_updates_between_calls(no_leaks: None, session: Session, plan: b
              sim.call_count("aclSetOutputTensorAddr") - setters[1])
     # the plan updates an address only when it changes: input 3 times, output twice; one-shot never
     assert moved == ((3, 2) if plan else (0, 0))
+    # a one-shot call makes an aclTensor for each new array instead (and destroys the one it replaces)
+    moves = 0 if plan else 5
+    assert {name: sim.call_count(name) - n for name, n in made.items()} == {
+        "aclCreateTensor": moves, "aclDestroyTensor": moves, "aclCreateIntArray": 0, "aclDestroyIntArray": 0}
 
 
 @MODES
@@ -287,9 +298,23 @@ def test_closed_objects(no_leaks: None, plan: bool) -> None:
     other.close()
     with pytest.raises(ClosedError):
         call(other)
+    call()  # (its arrays are found open: later calls check them again only once a buffer was closed)
+    p2 = sim.call_count(P2)
     gi.close()
     with pytest.raises(ClosedError):
         call()  # its gradInput was released: nothing may reach the library
+    spare, gi = s.upload(g), s.empty((1, 1, 2, 2, 2))
+    call(spare, gi)
+    go.close()  # the array it replaced is not checked any more
+    call()
+    spare.buffer.close()  # a buffer closed under its array
+    with pytest.raises(ClosedError):
+        call()
+    with pytest.raises(ClosedError):
+        call(out=s.empty((1, 1, 2, 2, 2)))
+    go = s.upload(g)
+    call(go)
+    assert sim.call_count(P2) == p2 + 3  # the calls on closed memory never reached the library
     fresh = s.empty((1, 1, 2, 2, 2))
     call(out=fresh)  # a new, open array of the same layout replaces it
     _same(fresh.download(), _want(g, (4, 4, 4), (1, 1, 2, 2, 2), (None,) * 3, "NCDHW"))
@@ -307,8 +332,10 @@ def test_closed_objects(no_leaks: None, plan: bool) -> None:
 # --------------------------------------------------------------------------- injected faults
 
 HANDLE_CONSTRUCTORS = {"aclCreateTensor", "aclCreateIntArray"}
-#: Every C function a prepared call or its preparation may use (the simulator counts calls by name).
-OBSERVED = sorted({*_NAMES, "aclSetAclOpExecutorRepeatable", "aclrtMalloc", "aclrtFree",
+#: Every C function a prepared call or its preparation may use (the simulator counts calls by name), but the
+#: current-context reads (the device guard's faults are test_device_guard's).
+OBSERVED = sorted({*set(c_functions(OP)) - {"aclrtGetCurrentContext"}, *HANDLE_CONSTRUCTORS, "aclDestroyTensor", "aclDestroyIntArray",
+                   "aclSetAclOpExecutorRepeatable", "aclrtMalloc", "aclrtFree",
                    "aclrtSetCurrentContext", "aclrtSynchronizeStreamWithTimeout"})
 INJECTED = 507899  # a runtime error code (cann-abi.md §3.4); any non-zero status would do
 
@@ -340,8 +367,9 @@ def test_every_call_of_a_call_fails_cleanly(no_leaks: None, plan: bool, sync: bo
         call = s.prepare(gos[0], (4, 4, 4), (1, 2, 2, 2, 2), out=gi, plan=plan, sync=sync)
         observed = _calls_of(lambda: call(gos[1]))  # includes an address update in plan mode
         call(gos[0])
-        expected = {P2} | ({"aclSetInputTensorAddr"} if plan else {P1, "aclCreateTensor", "aclCreateIntArray",
-                                                                   "aclDestroyTensor", "aclDestroyIntArray"})
+        # a plan points its executor at the new input; a one-shot call makes it an aclTensor (its int arrays and
+        # the output's aclTensor are kept)
+        expected = {P2} | ({"aclSetInputTensorAddr"} if plan else {P1, "aclCreateTensor", "aclDestroyTensor"})
         if sync:
             expected.add("aclrtSynchronizeStream")
         assert {func for func, _ in observed} == expected

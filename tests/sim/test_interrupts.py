@@ -16,7 +16,8 @@ The garbage collector is off while the call runs, so that no unrelated object's 
 the interrupt.  Every line is tried: k runs over 1..N+1, where N is the number of lines the call
 runs uninterrupted (measured after one warm-up call, so that first-use work such as loading the
 operator library is not counted).  The paths are those of ``Session.backward`` (plans and
-one-shot), ``Session.prepare``, a prepared call (plan and one-shot) and ``Session()``.
+one-shot), ``Session.prepare``, a prepared call (plan and one-shot, on its arrays and on new ones) and
+``Session()``.
 
 One kind of line cannot deliver an interrupt: CPython runs weakref callbacks (here the
 ``WeakSet`` bookkeeping of ``_weakrefset.py`` when a temporary dies) as "unraisable", so an
@@ -195,15 +196,18 @@ def _prepare(plan: bool) -> tuple[Callable[[], dict], Callable[[dict], Any]]:
     return setup, op
 
 
-def _prepared_call(plan: bool) -> tuple[Callable[[], dict], Callable[[dict], Any]]:
+def _prepared_call(plan: bool, new_arrays: bool = False) -> tuple[Callable[[], dict], Callable[[dict], Any]]:
     def setup() -> dict:
         s = Session(0)
         go, gi = s.upload(SAMPLE), s.empty(IN_SIZE)
         call = s.prepare(go, OUT_SIZE, IN_SIZE, out=gi, plan=plan)
-        return {"s": s, "go": go, "gi": gi, "call": call}
+        return {"s": s, "go": go, "gi": gi, "call": call, "others": (s.upload(SAMPLE), s.empty(IN_SIZE))}
 
     def op(state: dict) -> Any:
-        state["call"]()
+        if new_arrays:  # (a plan points its executor at them, a one-shot call makes them aclTensors)
+            state["call"](*state["others"])
+        else:
+            state["call"]()
 
     return setup, op
 
@@ -224,6 +228,8 @@ PATHS: dict[str, Callable[[], tuple[Callable[[], dict], Callable[[dict], Any]]]]
     "prepare one-shot": lambda: _prepare(False),
     "prepared call plan": lambda: _prepared_call(True),
     "prepared call one-shot": lambda: _prepared_call(False),
+    "prepared call plan, new arrays": lambda: _prepared_call(True, True),
+    "prepared call one-shot, new arrays": lambda: _prepared_call(False, True),
     "Session()": _session,
 }
 
@@ -266,8 +272,7 @@ def _usable(state: dict) -> None:
     assert s.backward(SAMPLE, OUT_SIZE, IN_SIZE).ravel().tolist() == EXPECTED
     call = state.get("call")
     if call is not None and not call.closed:
-        call()
-        assert state["gi"].download().ravel().tolist() == EXPECTED
+        assert call().download().ravel().tolist() == EXPECTED  # (on whichever arrays it is bound to now)
 
 
 def _lines_of(setup: Callable[[], dict], op: Callable[[dict], Any]) -> int:
