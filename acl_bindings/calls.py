@@ -168,7 +168,9 @@ class ExecutorPlan:
         self.args = args
         self._index_tensors()
         self._phase2: Any = None  # lib.unchecked(phase 2), once the executor is repeatable
-        self._executor = c_void_p()  # the executor's handle, as phase 2 takes it
+        #: phase 2's executor and workspace size arguments, ready (once the executor is repeatable)
+        self.phase2_executor = c_void_p()
+        self.phase2_size = c_uint64(0)
         self._cell = c_void_p()  # the executor's cell (empty once it is closed), once repeatable
         self.runs = 0
 
@@ -207,8 +209,8 @@ class ExecutorPlan:
         self._phase2 = lib.unchecked(self.op.phase2_name)
         cell = self.executor._cell
         assert cell is not None
-        self._executor = c_void_p(cell.value)
-        self._size = c_uint64(self.workspace_size)
+        self.phase2_executor = c_void_p(cell.value)
+        self.phase2_size = c_uint64(self.workspace_size)
         self._cell = cell
 
     def rebind(self, pos: int, address: int) -> None:
@@ -240,7 +242,7 @@ class ExecutorPlan:
         if not self._cell.value:  # (closed: its cell is empty; never repeatable: an empty cell of its own)
             raise ClosedError("this plan's executor is closed" if self._phase2 is not None
                               else "this plan's executor is not repeatable (make_repeatable() first)")
-        rc = self._phase2(workspace, self._size, self._executor, stream)
+        rc = self._phase2(workspace, self.phase2_size, self.phase2_executor, stream)
         self.runs += 1
         if rc:
             raise_for_status(rc, self.op.phase2_name)

@@ -19,8 +19,9 @@ prototype table's types, no ``errcheck``; the status is checked here); a non-zer
 code 561103.
 
 The *owner* is what the call runs on (a session): it has ``device``, ``stream``, ``_lock`` (held by
-every call), ``closed``, ``_sync()`` (synchronise its stream) and ``clock`` (an
-:class:`acl_bindings.allocator.StreamClock`: when work on the stream is known done).
+every call), ``closed``, ``_sync()`` (synchronise its stream), ``clock`` (an
+:class:`acl_bindings.allocator.StreamClock`: when work on the stream is known done) and the
+current-context test of :meth:`acl_bindings.Session._device_is_current`.
 A tensor value is a device array with ``arg`` (:class:`~acl_bindings.calls.TensorArg`), ``buffer``
 and ``_check_open()``.
 """
@@ -33,13 +34,12 @@ from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
 from ._lib import raise_for_status, recent_error_message
-from ._oneshot import Leftovers, c_functions, call_functions, make_oneshot, make_plan_run, release_leftovers
+from ._percall import Leftovers, c_functions, call_functions, make_call, release_leftovers
 from ._resource import releases_allowed
 from .calls import ExecutorPlan, borrowed_tensor
 from .errors import AclError, AclnnParamError, ClosedError
 from .memory import DeviceBuffer, buffer_closes
 from .op import ArgKind, TwoPhaseOp
-from .runtime import _forked
 
 __all__ = ["PreparedCall", "c_functions"]
 
@@ -112,15 +112,13 @@ class PreparedCall:
             self._stream = c_void_p(owner.stream.handle)
             self._device = owner.device
             self._clock = owner.clock
-            # the device check of every call: the thread's current context, read into a cell of this call
-            # (calls hold the owner's lock)
-            self._get_context = self._fns.aclrtGetCurrentContext
-            self._context_out = c_void_p()
-            self._context_ref = byref(self._context_out)
+            # the device check of every call: the owner's (its _device_is_current, inline: calls hold its lock)
+            self._get_context, self._context_ref, self._context_out = (owner._get_context, owner._context_ref,
+                                                                       owner._context_out)
             self._lock = owner._lock
             self._size_out = c_uint64()
             self._phase1_args: list[Any] = []  # a one-shot call's (see _use_oneshot)
-            self._fast = self._closed_call
+            self._fast: Callable[..., Any] = self._closed_call  # (make_call, once prepared)
             # the garbage collector's net for a one-shot call's executor (never self: see Leftovers)
             fin = weakref.finalize(self, release_leftovers, self._fns, self._left, owner.device, self._keep)
             fin.atexit = False
@@ -171,7 +169,7 @@ class PreparedCall:
         assert bound is not None
         self._phase1_args[:] = [c_double(v) if type(v) is float else v._cell for v in bound.args]
         self._phase1_args += [byref(self._size_out), byref(self._left.ex)]
-        self._set_run(make_oneshot(self))
+        self._fast = make_call(self)
 
     def _use_plan(self) -> None:
         """Calls run phase 2 of the plan's repeatable executor from now on."""
@@ -185,7 +183,7 @@ class PreparedCall:
                                c_size_t(k), ctypes.cast(tensor.handle, c_void_p), tensor)
                          for which, tensors in ((op.inputs, plan.inputs), (op.outputs, plan.outputs))
                          for k, (pos, tensor) in enumerate(zip(which, tensors))}
-        self._set_run(make_plan_run(self))
+        self._fast = make_call(self)
 
     def _retry_plan(self) -> None:
         """Ask again for a repeatable executor, :attr:`retry_after` one-shot calls after a refusal.
@@ -236,39 +234,13 @@ class PreparedCall:
         self._ws_cap = size
 
     # ------------------------------------------------------------------ calling
-    def _set_run(self, run: Callable[[], None]) -> None:
-        """Calls run *run* (a closure of :mod:`acl_bindings._oneshot`) from now on."""
-        self._run = run
-        self._fast = self._make_call(run)
-
-    def _make_call(self, run: Callable[[], None]) -> Callable[[], Any]:
-        """A whole call on the current arrays, as one closure: the lock, the checks, *run*, the count."""
-        call, lock, session, device = self, self._lock, self.session, self._device
-        get_context, context_ref, context_out, forked = self._get_context, self._context_ref, self._context_out, _forked
-        closes = buffer_closes
-
-        def fast() -> Any:
-            with lock:  # (a with statement: a real Ctrl-C cannot fall between acquiring and the try)
-                if call._closed or session._closed:
-                    call._closed_call()
-                if closes[0] != call._closes_seen:  # (a buffer was closed somewhere since they were found open)
-                    call._check_buffers()
-                # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
-                # device guard (which also refuses a forked child)
-                rc = get_context(context_ref)
-                if not rc and context_out.value == device.context and not forked[0]:
-                    run()
-                else:
-                    if rc:
-                        recent_error_message()  # (read and cleared on this thread: the guard asks again)
-                    with device.active():
-                        run()
-                call.calls += 1
-                if call._retry_left:  # a plan was refused: ask again now and then
-                    call._count_retry()
-                return call._result
-
-        return fast
+    def _guarded(self, rc: int) -> Any:
+        """The call inside the device guard: the device was not current on this thread (or reading it failed)."""
+        if rc:
+            recent_error_message()  # (read and cleared on this thread: the guard asks again)
+        with self._device.active():
+            result = self._fast(True)  # (not returned from inside the with: see _percall.make_call)
+        return result
 
     def _closed_call(self) -> Any:
         """Raise the ClosedError of a call on a closed prepared call or owner."""
@@ -308,7 +280,8 @@ class PreparedCall:
             for pos, arr in replace:
                 if arr is not None and arr is not values[pos]:
                     self._rebind(pos, arr)
-            return self._fast()
+            result = self._fast()
+        return result
 
     def _check_value(self, arr: Any, param: str) -> None:
         """Raise unless *arr* may be a tensor argument named *param* (an open device array of the owner)."""

@@ -160,6 +160,14 @@ def _set_current(ctx: int) -> None:
     lib.aclrtSetCurrentContext(ctx)
 
 
+def _restore(ctx: int) -> None:
+    """Make *ctx* current while another exception (an interrupt) is on its way; a failure here is not reported."""
+    try:
+        _set_current(ctx)
+    except Exception:
+        pass  # (the exception on its way is the one to report; a refusal's message was read when it was raised)
+
+
 class _Guard:
     """The device guard of :meth:`Device.active` (one object per use, so that guards nest)."""
 
@@ -187,6 +195,8 @@ class _Guard:
             try:
                 _set_current(ctx)
             except BaseException:
+                if prev:  # (an interrupt may come after the switch: the caller's context is made current again)
+                    _restore(prev)
                 _tls.ctx = outer
                 raise
         self._outer = outer
@@ -211,6 +221,9 @@ class _Guard:
             if exc_type is None:
                 raise
             return
+        except BaseException:  # an interrupt, before or after the switch: try once more, then let it go on
+            _restore(prev)
+            raise
         _tls.ctx = outer
 
 

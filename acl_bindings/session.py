@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from ctypes import byref, c_void_p
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
-from ._lib import lib, raise_for_status
+from ._lib import lib, raise_for_status, recent_error_message
 from ._loader import load as load_backend
 from ._resource import releases_allowed
 from .allocator import CachingAllocator, PooledBuffer, StreamClock
@@ -30,7 +31,7 @@ from .errors import AclnnParamError, ClosedError
 from .memory import host_bytes, host_span
 from .meta import contiguous_strides
 from .op import ArgKind, TwoPhaseOp, Workspace
-from .runtime import Device
+from .runtime import Device, _forked
 from .streams import Stream
 
 __all__ = ["Session", "DeviceArray", "check_extent"]
@@ -71,6 +72,13 @@ class Session:
         #: When work on the stream is known done (the caching allocator reuses blocks by it)
         self.clock = StreamClock(self._sync)
         self.backend = load_backend()
+        # (before the device: an interrupt here leaves nothing to release)
+        self._synchronize_stream = lib.unchecked("aclrtSynchronizeStream")
+        # the current-context test of calls under the lock (_device_is_current): the runtime's answer, read into
+        # a cell of the session
+        self._get_context = lib.unchecked("aclrtGetCurrentContext")
+        self._context_out = c_void_p()
+        self._context_ref = byref(self._context_out)
         self.device = Device(device_id)
         #: The device memory of the session's arrays and temporaries, cached between calls
         self.allocator = CachingAllocator(self.device)
@@ -82,7 +90,6 @@ class Session:
                 self.stream.close()  # (interrupted after the stream was made: it needs the device)
             self.device.close()
             raise
-        self._synchronize_stream = lib.unchecked("aclrtSynchronizeStream")
         self._closed = False
         self.calls = 0
         self.last_workspace_size = 0
@@ -103,6 +110,15 @@ class Session:
         """The device guard of a public call (:meth:`acl_bindings.Device.active`); ClosedError once closed."""
         self._check_open()
         return self.device.active()
+
+    def _device_is_current(self) -> bool:
+        """Whether the device's context is the calling thread's current one, read from the runtime: for calls under
+        the lock, which need no device guard then (nothing to switch, nothing to restore).  False in a forked
+        child (the guard refuses it)."""
+        if self._get_context(self._context_ref):
+            recent_error_message()  # (read and cleared on this thread: the guard asks again)
+            return False
+        return self._context_out.value == self.device.context and not _forked[0]
 
     def close(self) -> None:
         """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
@@ -161,13 +177,22 @@ class Session:
         """Wait for all work queued on the session's stream.
 
         It holds the session's lock, as every call that queues work does: so the stream cannot be closed
-        under it, and the synchronisation is one C call on the stream's raw handle.
+        under it.  When the session's device is current, that is two C calls: the current-context test and
+        the synchronisation on the stream's raw handle; else inside the device guard.
         """
-        with self._lock, self._active():
-            rc = self._synchronize_stream(self.stream._as_parameter_)
-            if rc:
-                raise_for_status(rc, "aclrtSynchronizeStream")
-            self.clock.synchronized()
+        with self._lock:
+            self._check_open()
+            if self._device_is_current():
+                self._synchronize_now()
+            else:
+                with self.device.active():
+                    self._synchronize_now()
+
+    def _synchronize_now(self) -> None:
+        rc = self._synchronize_stream(self.stream._as_parameter_)
+        if rc:
+            raise_for_status(rc, "aclrtSynchronizeStream")
+        self.clock.synchronized()
 
     def _sync(self) -> None:
         self.stream.synchronize()
@@ -257,7 +282,8 @@ class Session:
                     converted.append(_int_tuple(value, arg.name, op.phase1_name))
                 else:
                     converted.append(float(value))
-            return self._run(op, converted)
+            size = self._run(op, converted)  # (stored, not returned from inside the with: see _percall.make_call)
+        return size
 
     def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> int:
         """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`; *key*:

@@ -208,7 +208,8 @@ class Session(_generic.Session):
         checked = self._checked
         if not checked.takes(go, gi):  # (numpy and the rest: no lock, no device guard)
             return None
-        with self._lock, self._active():
+        with self._lock:
+            self._check_open()
             found = checked.same_as_last(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
             if found is None:
                 key = checked.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
@@ -218,8 +219,12 @@ class Session(_generic.Session):
             if found is None or go.buffer.closed or gi.buffer.closed:
                 return None  # (a closed array: the full call raises ClosedError)
             middle, plan = found
-            self._run(OP, (go, *middle, gi), plan)
-            return cast(DeviceArray, gi)
+            if self._device_is_current():  # (the device guard only when another context is current)
+                self._run(OP, (go, *middle, gi), plan)
+            else:
+                with self._active():
+                    self._run(OP, (go, *middle, gi), plan)
+        return cast(DeviceArray, gi)  # (after the with statement: see acl_bindings._percall.make_call)
 
     def _remember(self, go: DeviceArray, gi: DeviceArray, output_size: Any, input_size: Any, sd: Any, sh: Any,
                   sw: Any, layout: str, strict: bool, values: tuple[Any, ...]) -> None:

@@ -134,6 +134,7 @@ def _public_calls(made: dict[str, Any]) -> list[tuple[str, Callable[[], Any]]]:
         ("backward numpy", lambda: check(m["s"].backward(SAMPLE, *ARGS))),
         ("backward one-shot", lambda: check(m["t"].backward(SAMPLE, *ARGS))),
         ("backward device", lambda: m["s"].backward(m["go"], *ARGS, out=m["gi"])),
+        ("backward device, remembered", lambda: m["s"].backward(m["go"], *ARGS, out=m["gi"])),
         ("download", lambda: check(m["gi"].download())),
         ("prepare plan", lambda: m.__setitem__("p", m["s"].prepare(m["go"], *ARGS, out=m["gi"]))),
         ("prepared call", lambda: m["p"]()),

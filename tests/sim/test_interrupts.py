@@ -212,6 +212,21 @@ def _prepared_call(plan: bool, new_arrays: bool = False) -> tuple[Callable[[], d
     return setup, op
 
 
+def _elsewhere(path: Callable[[], tuple[Callable[[], dict], Callable[[dict], Any]]]
+               ) -> tuple[Callable[[], dict], Callable[[dict], Any]]:
+    """*path* with another device's context current on the thread: the call takes the device guard, and that
+    context must be current again after it, however it ends."""
+    setup, op = path()
+
+    def setup_elsewhere() -> dict:
+        state = setup()
+        state["other"] = Session(1)
+        state["other"].device.activate()
+        return state
+
+    return setup_elsewhere, op
+
+
 def _session() -> tuple[Callable[[], dict], Callable[[dict], Any]]:
     def op(state: dict) -> Any:
         state["s"] = Session(0)
@@ -230,6 +245,8 @@ PATHS: dict[str, Callable[[], tuple[Callable[[], dict], Callable[[dict], Any]]]]
     "prepared call one-shot": lambda: _prepared_call(False),
     "prepared call plan, new arrays": lambda: _prepared_call(True, True),
     "prepared call one-shot, new arrays": lambda: _prepared_call(False, True),
+    "prepared call plan, another device current": lambda: _elsewhere(lambda: _prepared_call(True)),
+    "remembered backward plans, another device current": lambda: _elsewhere(lambda: _remembered(True)),
     "Session()": _session,
 }
 
@@ -238,9 +255,10 @@ def _teardown(state: dict) -> None:
     call = state.get("call")
     if call is not None:
         call.close()
-    s = state.get("s")
-    if s is not None:
-        s.close()
+    for name in ("s", "other"):
+        s = state.get(name)
+        if s is not None:
+            s.close()
 
 
 def _teardown_on_another_thread(state: dict) -> None:
@@ -320,6 +338,9 @@ def test_an_interrupt_at_every_line_leaks_nothing(path: str) -> None:
             elif not interrupter.fired and exc is not None:
                 failures.append(f"line {k}: {type(exc).__name__} without an interrupt: {exc}")
             del exc
+            if "other" in state and not state["other"].device.is_current():
+                failures.append(f"line {k} {interrupter.where}: the caller's current context was not made current "
+                                "again")
             try:
                 _usable(state)
             except Exception as err:

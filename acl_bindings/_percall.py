@@ -1,0 +1,179 @@
+"""The per-call work of a prepared call (:mod:`acl_bindings.prepared`): its C functions, the cell of a one-shot
+call's executor, and the closure that makes one call.
+
+The C functions are the library namespace's own unchecked functions (:meth:`acl_bindings.Lib.unchecked`: the
+table's argtypes, handle pointers as ``c_void_p``, no ``errcheck``): the caller checks each status.
+"""
+
+from __future__ import annotations
+
+import logging
+from ctypes import c_void_p
+from typing import Any, Callable
+
+from ._lib import lib, raise_for_status, recent_error_message
+from ._resource import releases_allowed
+from .memory import buffer_closes
+from .op import TwoPhaseOp
+from .runtime import _forked
+
+__all__ = ["c_functions", "call_functions", "CallFunctions", "Leftovers", "release_leftovers", "make_call"]
+
+_log = logging.getLogger("acl_bindings")
+
+
+def c_functions(op: TwoPhaseOp) -> tuple[str, ...]:
+    """The C functions a prepared call of *op* uses per call (it makes its tensors and arrays with
+    :mod:`acl_bindings.meta`, and tests the current context with its owner's function)."""
+    return ("aclDestroyAclOpExecutor", "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclrtSynchronizeStream",
+            op.phase1_name, op.phase2_name)
+
+
+class CallFunctions:
+    """The unchecked functions (:meth:`acl_bindings.Lib.unchecked`) a prepared call of one operator uses, by
+    C name, plus ``phase1`` and ``phase2``."""
+
+    def __init__(self, op: TwoPhaseOp) -> None:
+        for name in c_functions(op):
+            setattr(self, name, lib.unchecked(name))
+        self.phase1 = getattr(self, op.phase1_name)
+        self.phase2 = getattr(self, op.phase2_name)
+
+    def __getattr__(self, name: str) -> Any:  # (for the type checker: set in __init__)
+        raise AttributeError(name)
+
+
+def call_functions(op: TwoPhaseOp) -> CallFunctions:
+    """The :class:`CallFunctions` of *op* on the loaded backend."""
+    return CallFunctions(op)
+
+
+class Leftovers:
+    """The executor of a one-shot call, in a cell the finalizer net can read.
+
+    ``ex`` holds the executor phase 1 wrote until phase 2 takes it; ``refused`` the executors whose destroy the
+    library refused (or that an interrupted call left behind), as ``(destroy function name, handle)``.
+    """
+
+    __slots__ = ("ex", "refused")
+
+    def __init__(self) -> None:
+        self.ex = c_void_p()
+        self.refused: list[tuple[str, Any]] = []
+
+    def busy(self) -> bool:
+        """Whether any handle is still held."""
+        return bool(self.refused or self.ex)
+
+    def salvage(self) -> None:
+        """Move the executor the cell still holds to ``refused`` (in one statement: never lost, never twice)."""
+        if self.ex:
+            self.refused, self.ex.value = [*self.refused, ("aclDestroyAclOpExecutor", c_void_p(self.ex.value))], None
+
+    def destroy(self, fns: Any) -> None:
+        """Destroy every handle in ``refused`` (and the cell); keep those refused again, raise the first error."""
+        self.salvage()
+        first, name = 0, ""
+        for entry in list(self.refused):
+            self.refused = [e for e in self.refused if e is not entry] if not (
+                rc := getattr(fns, entry[0])(entry[1])) else self.refused
+            if rc and not first:
+                first, name = rc, entry[0]
+        if first:
+            raise_for_status(first, name)
+
+
+def release_leftovers(fns: CallFunctions, left: Leftovers, device: Any, keep: Any) -> None:
+    """The finalizer net of a prepared call's executors (errors are logged, never raised).  *keep* holds the
+    tensors and arrays they refer to, alive until they are destroyed (cann-abi.md §8.5)."""
+    if not left.busy() or not releases_allowed():
+        return
+    try:
+        with device.active():
+            left.destroy(fns)
+    except Exception as exc:
+        _log.debug("release of a prepared call's handles by finalizer failed: %s", exc)
+
+
+def make_call(call: Any) -> Callable[..., Any]:
+    """A whole call of the prepared call *call* (:class:`acl_bindings.prepared.PreparedCall`) on its current arrays,
+    in its present mode, as one closure: the lock, the checks, the C calls, the count.
+
+    With a plan: phase 2 of its repeatable executor.  One-shot: phase 1 on the kept tensors and arrays
+    (``call._phase1_args``), the workspace grown when phase 1 asks for more, then phase 2 of that executor.
+    Then the synchronisation unless ``sync=False``.  When the device is not current on the calling thread,
+    the call runs again inside the device guard (*guarded*).
+    """
+    f, op = call._fns, call.op
+    lock, session, device = call._lock, call.session, call._device
+    get_context, context_ref, context_out, forked, closes = (call._get_context, call._context_ref,
+                                                             call._context_out, _forked, buffer_closes)
+    phase2, synchronize, stream, clock, sync = f.phase2, call._synchronize, call._stream, call._clock, call.sync
+    phase1_name, phase2_name = op.phase1_name, op.phase2_name
+    if call.plan:
+        phase1 = None
+        plan_size, plan_executor = call._plan.phase2_size, call._plan.phase2_executor
+    else:
+        phase1, destroy_executor = f.phase1, f.aclDestroyAclOpExecutor
+        args = call._phase1_args  # (a list: a new array's aclTensor replaces its slot)
+        size_out, left = call._size_out, call._left
+        ex = left.ex
+
+    def run(guarded: bool = False) -> Any:
+        with lock:  # (a with statement: a real Ctrl-C cannot fall between acquiring and the try)
+            if call._closed or session._closed:
+                call._closed_call()
+            if closes[0] != call._closes_seen:  # (a buffer was closed, or new arrays: check them)
+                call._check_buffers()
+            if not guarded:
+                # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
+                # device guard (which also refuses a forked child)
+                rc = get_context(context_ref)
+                if rc or context_out.value != device.context or forked[0]:
+                    # (a call's result is stored before it is returned from inside a with statement: an interrupt
+                    # just after a call there is then inside the with block, never in its exit's opening
+                    # instructions, which its exception handler does not cover)
+                    result = call._guarded(rc)
+                    return result
+            executor: Any = None
+            if phase1 is None:  # a plan
+                ws, size, executor = call._ws_ptr, plan_size, plan_executor
+            else:
+                if ex:
+                    left.salvage()  # an earlier call was interrupted: its executor is destroyed by close()
+                rc = phase1(*args)
+                if rc:
+                    raise_for_status(rc, phase1_name)
+                if ex:
+                    nbytes = size_out.value
+                    if nbytes > call._ws_cap:
+                        try:
+                            call._ensure_workspace(nbytes)
+                        except BaseException:
+                            # never run: destroy it (cann-abi.md §1.3)
+                            handle, ex.value = ex.value, None  # (taken before the call: see release_cell)
+                            if destroy_executor(handle):
+                                ex.value = handle
+                                left.salvage()
+                                recent_error_message()  # the workspace's error is raised: this one's must not linger
+                            raise
+                    # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten before
+                    # the call (see release_cell)
+                    ws, size, executor = call._ws_ptr if nbytes else None, size_out, c_void_p(ex.value)
+                    ex.value = None
+            if executor is not None:
+                clock.pending = True  # before the work is queued: an interrupt after it must not leave it unaware
+                rc = phase2(ws, size, executor, stream)
+                if rc:
+                    raise_for_status(rc, phase2_name)
+                if sync:
+                    rc = synchronize(stream)
+                    if rc:
+                        raise_for_status(rc, "aclrtSynchronizeStream")
+                    clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
+            call.calls += 1
+            if call._retry_left:  # a plan was refused: ask again now and then
+                call._count_retry()
+            return call._result
+
+    return run
