@@ -1,5 +1,5 @@
 """The per-call work of a prepared call (:mod:`acl_bindings.prepared`): its C functions, the cell of a one-shot
-call's executor, and the closure that makes one call.
+call's executor, the closure that makes one call, and the rebinding to new arrays.
 
 The C functions are the library namespace's own unchecked functions (:meth:`acl_bindings.Lib.unchecked`: the
 table's argtypes, handle pointers as ``c_void_p``, no ``errcheck``): the caller checks each status.
@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import logging
 from ctypes import c_void_p
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ._lib import lib, raise_for_status, recent_error_message
 from ._resource import releases_allowed
+from .calls import borrowed_tensor
+from .errors import AclError, AclnnParamError
 from .memory import buffer_closes
 from .op import TwoPhaseOp
 from .runtime import _forked
 
-__all__ = ["c_functions", "call_functions", "CallFunctions", "Leftovers", "release_leftovers", "make_call"]
+__all__ = ["c_functions", "call_functions", "CallFunctions", "Leftovers", "release_leftovers", "make_call", "point",
+           "explain_rebind"]
 
 _log = logging.getLogger("acl_bindings")
 
@@ -177,3 +180,54 @@ def make_call(call: Any) -> Callable[..., Any]:
             return call._result
 
     return run
+
+
+def point(call: Any, pos: int, new: Any) -> None:
+    """Make the tensor at schema position *pos* describe *new* (a :class:`~acl_bindings.calls.TensorArg`).
+
+    A plan points its executor at the new address (its phase-1 storage covers the same view: only phase 1
+    checks it, cann-abi.md §8.1); a one-shot call makes a new aclTensor and destroys the old one.
+    """
+    if call.plan:
+        setter, name, k, handle, tensor = call._setters[pos]
+        if new.address != tensor.address:
+            tensor.address = -1  # unknown until the library confirms the new one
+            rc = setter(call._ex, k, handle, c_void_p(new.address))
+            if rc:
+                raise_for_status(rc, name)
+            tensor.address = new.address
+        return
+    bound = call._bound
+    assert bound is not None
+    old = bound.args[pos]
+    if call._phase1_args[pos] is old._cell and (old.address, old.storage_dims) == (new.address,
+                                                                                 new.storage_dims):
+        return
+    call._left.destroy(call._fns)  # an interrupted call's executor first: it may refer to the old one
+    with call._device.active():
+        tensor = borrowed_tensor(new, plan=False)
+        bound.replace_tensor(pos, tensor)
+        call._phase1_args[pos] = tensor._cell
+        try:
+            old.close()
+        except AclError:
+            call._stale.append(old)  # refused: close() retries it
+            raise
+
+
+def explain_rebind(call: Any, pos: int, arr: Any, old: Any, others: Sequence[Any]) -> None:
+    """Raise the error that says why *arr* cannot replace *old*."""
+    param = call.op.schema[pos].name
+    call._check_value(arr, param)
+    for other in others:
+        if arr.buffer is other.buffer:
+            names = " and ".join(a.name for a in call.op.schema if a.is_tensor)
+            raise AclnnParamError(161002, call.op.phase1_name,
+                                  f"{names} share one device buffer; they must not overlap")
+    want, got = old.arg, arr.arg
+    raise AclnnParamError(
+        161002, call.op.phase1_name,
+        f"{param}: a prepared call takes arrays like the one it was prepared with: shape {want.shape} "
+        f"dtype {want.dtype} layout {getattr(old, 'layout', want.format)} strides {want.strides} offset "
+        f"{want.offset}; got shape {got.shape} dtype {got.dtype} layout {getattr(arr, 'layout', got.format)} "
+        f"strides {got.strides} offset {got.offset}")

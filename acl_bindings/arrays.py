@@ -111,7 +111,8 @@ class DeviceArray:
         ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
         """
         with self.session._lock:
-            return self._download(out)
+            result = self._download(out)  # (stored, not returned from inside the with: see _percall.make_call)
+        return result
 
     def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
         self._check_open()

@@ -33,11 +33,11 @@ import weakref
 from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
-from ._lib import raise_for_status, recent_error_message
-from ._percall import Leftovers, c_functions, call_functions, make_call, release_leftovers
+from ._lib import recent_error_message
+from ._percall import Leftovers, c_functions, call_functions, explain_rebind, make_call, point, release_leftovers
 from ._resource import releases_allowed
-from .calls import ExecutorPlan, borrowed_tensor
-from .errors import AclError, AclnnParamError, ClosedError
+from .calls import ExecutorPlan
+from .errors import AclError, ClosedError
 from .memory import DeviceBuffer, buffer_closes
 from .op import ArgKind, TwoPhaseOp
 
@@ -56,7 +56,7 @@ class PreparedCall:
     values:
         One value per schema argument (see :mod:`acl_bindings.calls`); tensors are device arrays.
     plan:
-        Phase 1 once with a repeatable executor (default).  False: a lean one-shot call each
+        Phase 1 once with a repeatable executor (default).  False: a one-shot call each
         time.  When the library refuses repeatable mode, the call falls back to one-shot,
         :attr:`fallback` says why, and every :attr:`retry_after` calls it asks again.
     sync:
@@ -177,7 +177,7 @@ class PreparedCall:
         assert plan is not None and plan.executor is not None
         self._ex = ctypes.cast(plan.executor.handle, c_void_p)
         f, op = self._fns, self.op
-        #: per tensor position: the lean address setter, its name, the index k, the tensor's handle, the tensor
+        #: per tensor position: the address setter, its name, the index k, the tensor's handle, the tensor
         self._setters = {pos: (f.aclSetInputTensorAddr if which is op.inputs else f.aclSetOutputTensorAddr,
                                "aclSetInputTensorAddr" if which is op.inputs else "aclSetOutputTensorAddr",
                                c_size_t(k), ctypes.cast(tensor.handle, c_void_p), tensor)
@@ -262,7 +262,7 @@ class PreparedCall:
                 for pos in self._tensor_positions:
                     values[pos]._check_open()  # (raises ClosedError)
         for pos in self._tensor_positions:
-            self._point(pos, values[pos].arg)
+            point(self, pos, values[pos].arg)
         self._closes_seen = seen
 
     def _count_retry(self) -> None:
@@ -297,61 +297,12 @@ class PreparedCall:
         except AttributeError:
             same = False
         if not same:
-            self._explain_rebind(pos, arr, old, others)
+            explain_rebind(self, pos, arr, old, others)
         # from here on, the next call checks the arrays and makes the executor or the aclTensors match them
         # (_check_buffers): a rebind that an interrupt or an error cuts short is completed or undone then
         self._closes_seen = -1
-        self._point(pos, arr.arg)
+        point(self, pos, arr.arg)
         self._values[pos] = arr
-
-    def _point(self, pos: int, new: Any) -> None:
-        """Make the tensor at schema position *pos* describe *new* (a :class:`~acl_bindings.calls.TensorArg`).
-
-        A plan points its executor at the new address (its phase-1 storage covers the same view: only phase 1
-        checks it, cann-abi.md §8.1); a one-shot call makes a new aclTensor and destroys the old one.
-        """
-        if self.plan:
-            setter, name, k, handle, tensor = self._setters[pos]
-            if new.address != tensor.address:
-                tensor.address = -1  # unknown until the library confirms the new one
-                rc = setter(self._ex, k, handle, c_void_p(new.address))
-                if rc:
-                    raise_for_status(rc, name)
-                tensor.address = new.address
-            return
-        bound = self._bound
-        assert bound is not None
-        old = bound.args[pos]
-        if self._phase1_args[pos] is old._cell and (old.address, old.storage_dims) == (new.address,
-                                                                                     new.storage_dims):
-            return
-        self._left.destroy(self._fns)  # an interrupted call's executor first: it may refer to the old one
-        with self._device.active():
-            tensor = borrowed_tensor(new, plan=False)
-            bound.replace_tensor(pos, tensor)
-            self._phase1_args[pos] = tensor._cell
-            try:
-                old.close()
-            except AclError:
-                self._stale.append(old)  # refused: close() retries it
-                raise
-
-    def _explain_rebind(self, pos: int, arr: Any, old: Any, others: Sequence[Any]) -> None:
-        """Raise the error that says why *arr* cannot replace *old*."""
-        param = self.op.schema[pos].name
-        self._check_value(arr, param)
-        for other in others:
-            if arr.buffer is other.buffer:
-                names = " and ".join(a.name for a in self.op.schema if a.is_tensor)
-                raise AclnnParamError(161002, self.op.phase1_name,
-                                      f"{names} share one device buffer; they must not overlap")
-        want, got = old.arg, arr.arg
-        raise AclnnParamError(
-            161002, self.op.phase1_name,
-            f"{param}: a prepared call takes arrays like the one it was prepared with: shape {want.shape} "
-            f"dtype {want.dtype} layout {getattr(old, 'layout', want.format)} strides {want.strides} offset "
-            f"{want.offset}; got shape {got.shape} dtype {got.dtype} layout {getattr(arr, 'layout', got.format)} "
-            f"strides {got.strides} offset {got.offset}")
 
     # ------------------------------------------------------------------ lifetime
     @property

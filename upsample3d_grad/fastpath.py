@@ -81,7 +81,7 @@ class PreparedCall(prepared.PreparedCall):
     scales:
         ``(scalesD, scalesH, scalesW)``; 0 or None means "not given".
     plan:
-        Phase 1 once with a repeatable executor (default).  False: a lean one-shot call each
+        Phase 1 once with a repeatable executor (default).  False: a one-shot call each
         time.  When the library refuses repeatable mode, the call falls back to one-shot,
         :attr:`fallback` says why, and every :attr:`retry_after` calls it asks again.
     sync:

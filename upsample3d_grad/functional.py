@@ -55,7 +55,8 @@ def _current() -> Session:
 def default_session() -> Session:
     """The process-wide session used by the module-level functions (created on first use)."""
     with _lock:
-        return _current()
+        session = _current()  # (stored, not returned from inside the with: an interrupt then still unlocks)
+    return session
 
 
 def close_default_session() -> None:
@@ -171,8 +172,9 @@ def upsample_nearest_exact3d(input: Any, output_size: Sequence[int], scales_d: O
     [11.0, 23.0, 35.0, 47.0]
     """
     with _on_default_session() as session:
-        return session.forward(input, output_size, scales_d, scales_h, scales_w, layout=layout, out=out,
-                               strict=strict)
+        result = session.forward(input, output_size, scales_d, scales_h, scales_w, layout=layout, out=out,
+                                 strict=strict)
+    return result
 
 
 def UpsampleNearestExact3d(x: Any, output_size: Sequence[int], scale_d: float = 0.0, scale_h: float = 0.0,

@@ -219,7 +219,9 @@ class Session(_generic.Session):
             if found is None or go.buffer.closed or gi.buffer.closed:
                 return None  # (a closed array: the full call raises ClosedError)
             middle, plan = found
-            if self._device_is_current():  # (the device guard only when another context is current)
+            # a kept plan's phase 2 needs no device guard when the device is current; a one-shot call takes one
+            # anyway (TwoPhaseOp.execute), which is then the only one
+            if self.use_plans and self._device_is_current():
                 self._run(OP, (go, *middle, gi), plan)
             else:
                 with self._active():
@@ -300,7 +302,7 @@ class Session(_generic.Session):
         """Prepare one call shape on device arrays for fast repeated calls (see :mod:`upsample3d_grad.fastpath`).
 
         The host checks, the C arguments and phase 1 (with a repeatable executor when *plan*;
-        else a lean one-shot call each time) are done here, once.  Calling the returned
+        else a one-shot call each time) are done here, once.  Calling the returned
         :class:`~upsample3d_grad.fastpath.PreparedCall` runs the operator (and synchronises the
         stream unless *sync* is False); it may be given other device arrays of the same layout.
         It is closed with the session, or by its own ``close()``.

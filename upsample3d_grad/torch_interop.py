@@ -154,7 +154,8 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
         return int(torch_npu.npu.current_stream(device).npu_stream)
 
     with torch_npu.npu.device(device.index):
-        return run_borrowed(op, values, workspace, stream)
+        size = run_borrowed(op, values, workspace, stream)  # (stored: an interrupt then still restores the device)
+    return size
 
 
 def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int],

@@ -1,7 +1,8 @@
 """Prepared calls (``Session.prepare`` / :mod:`upsample3d_grad.fastpath`) on the simulator.
 
 Both modes are covered: ``plan=True`` (phase 1 once, a repeatable executor, addresses
-updated when other arrays are passed) and ``plan=False`` (a lean one-shot call each time).
+updated when other arrays are passed) and ``plan=False`` (a one-shot call each time: both
+phases on the kept tensors and arrays).
 Every test compares with the numpy reference, counts the simulator's C calls where the
 mode matters, and checks the simulator's live handles (``no_leaks``, listed before
 ``session`` so that it sees the session closed).  Speed is never asserted here: it is

@@ -93,8 +93,10 @@ def _torch_r(in_size: int, out_size: int, scale: float | None) -> np.float32:
     """PyTorch CPU's float32 inverse factor ``compute_scales_value<float>`` (cann-abi.md §6.1)."""
     with np.errstate(over="ignore", divide="ignore"):
         if scale is not None and scale > 0:
-            return np.float32(1.0 / float(scale))  # reciprocal in double, rounded to float
-        return np.float32(in_size) / np.float32(out_size)
+            r = np.float32(1.0 / float(scale))  # reciprocal in double, rounded to float
+        else:
+            r = np.float32(in_size) / np.float32(out_size)
+    return r
 
 
 def _torch_idx(in_size: int, out_size: int, scale: float | None) -> np.ndarray:
