@@ -154,10 +154,11 @@ class PreparedCall:
         if self.plan:
             self._use_plan()
             return
-        self._plan = None
         if plan:  # refused: the one-shot calls describe the storage as the one-shot path does (acl_bindings.calls)
-            prep.close()
+            prep.close()  # (refused: raises, and the plan stays owned)
+            self._plan = None
             prep = ExecutorPlan(self.op, self._values, plan_storage=False)
+        self._plan = None
         self._bound = prep
         self._keep[0] = prep
         prep.discard_executor()  # an executor phase 2 never ran is destroyed (cann-abi.md §1.3)
