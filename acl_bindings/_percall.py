@@ -130,9 +130,9 @@ def make_call(call: Any) -> Callable[..., Any]:
                 call._check_buffers()
             if not guarded:
                 # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
-                # device guard (which also refuses a forked child)
-                rc = get_context(context_ref)
-                if rc or context_out.value != device.context or forked[0]:
+                # device guard (which also refuses a forked child, where no C call is made)
+                rc = 0 if forked[0] else get_context(context_ref)
+                if rc or forked[0] or context_out.value != device.context:
                     # (a call's result is stored before it is returned from inside a with statement: an interrupt
                     # just after a call there is then inside the with block, never in its exit's opening
                     # instructions, which its exception handler does not cover)

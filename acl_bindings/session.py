@@ -115,10 +115,12 @@ class Session:
         """Whether the device's context is the calling thread's current one, read from the runtime: for calls under
         the lock, which need no device guard then (nothing to switch, nothing to restore).  False in a forked
         child (the guard refuses it)."""
+        if _forked[0]:  # (no C call in a forked child)
+            return False
         if self._get_context(self._context_ref):
             recent_error_message()  # (read and cleared on this thread: the guard asks again)
             return False
-        return self._context_out.value == self.device.context and not _forked[0]
+        return self._context_out.value == self.device.context
 
     def close(self) -> None:
         """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.

@@ -274,6 +274,11 @@ def test_forked_child_gets_a_clear_error_and_exits_quietly(tmp_path: Path) -> No
         s = ug.Session(0)
         ug.upsample_nearest_exact3d_backward(S, (2, 2, 2), (2, 2, 1, 1, 1))
         arr = s.upload(S)
+        gi = s.empty((2, 2, 1, 1, 1))
+        s.backward(arr, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)  # remembered: the next such call is one
+        plan = s.prepare(arr, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)
+        oneshot = s.prepare(arr, (2, 2, 2), (2, 2, 1, 1, 1), out=gi, plan=False)
+        plan(), oneshot()
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -285,6 +290,8 @@ def test_forked_child_gets_a_clear_error_and_exits_quietly(tmp_path: Path) -> No
                                  S, (2, 2, 2), (2, 2, 1, 1, 1))),
                              ("new session", lambda: ug.Session(0)), ("download", arr.download),
                              ("upload", lambda: s.upload(S)), ("synchronize", s.synchronize),
+                             ("remembered backward", lambda: s.backward(arr, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)),
+                             ("prepared plan", plan), ("prepared one-shot", oneshot),
                              ("close array", arr.close), ("close", s.close), ("close again", s.close)]:
                 try:
                     fn()
@@ -312,8 +319,8 @@ def test_forked_child_gets_a_clear_error_and_exits_quietly(tmp_path: Path) -> No
     out = json.loads(proc.stdout)
     assert out["status"] == 0
     assert out["child"] == {"backward": True, "module function": True, "new session": True, "download": True,
-                            "upload": True, "synchronize": True, "close array": "ok", "close": "ok",
-                            "close again": "ok"}
+                            "upload": True, "synchronize": True, "remembered backward": True, "prepared plan": True,
+                            "prepared one-shot": True, "close array": "ok", "close": "ok", "close again": "ok"}
     assert out["parent"] == EXPECTED and out["array"] == [1.0, 2.0, 3.0]  # the parent is unaffected
     child = json.loads(child_report.read_text())
     assert child["aclFinalize"] == child["aclFinalizeReference"] == 0  # the child neither finalised ...
