@@ -54,15 +54,15 @@ def call_functions(op: TwoPhaseOp) -> CallFunctions:
 class Leftovers:
     """The executor of a one-shot call, in a cell the finalizer net can read.
 
-    ``ex`` holds the executor phase 1 wrote until phase 2 takes it; ``refused`` the executors whose destroy the
-    library refused (or that an interrupted call left behind), as ``(destroy function name, handle)``.
+    ``ex`` holds the executor phase 1 wrote until phase 2 takes it; ``refused`` the executors (handles) whose
+    destroy the library refused, or that an interrupted call left behind.
     """
 
     __slots__ = ("ex", "refused")
 
     def __init__(self) -> None:
         self.ex = c_void_p()
-        self.refused: list[tuple[str, Any]] = []
+        self.refused: list[int] = []
 
     def busy(self) -> bool:
         """Whether any handle is still held."""
@@ -70,20 +70,20 @@ class Leftovers:
 
     def salvage(self) -> None:
         """Move the executor the cell still holds to ``refused`` (in one statement: never lost, never twice)."""
-        if self.ex:
-            self.refused, self.ex.value = [*self.refused, ("aclDestroyAclOpExecutor", c_void_p(self.ex.value))], None
+        handle = self.ex.value
+        if handle:
+            self.refused, self.ex.value = [*self.refused, handle], None
 
     def destroy(self, fns: Any) -> None:
-        """Destroy every handle in ``refused`` (and the cell); keep those refused again, raise the first error."""
+        """Destroy every executor in ``refused`` (and the cell's); keep those refused again, raise the first error."""
         self.salvage()
-        first, name = 0, ""
-        for entry in list(self.refused):
-            self.refused = [e for e in self.refused if e is not entry] if not (
-                rc := getattr(fns, entry[0])(entry[1])) else self.refused
-            if rc and not first:
-                first, name = rc, entry[0]
+        first = 0
+        for handle in list(self.refused):
+            self.refused = [h for h in self.refused if h != handle] if not (
+                rc := fns.aclDestroyAclOpExecutor(handle)) else self.refused
+            first = first or rc
         if first:
-            raise_for_status(first, name)
+            raise_for_status(first, "aclDestroyAclOpExecutor")
 
 
 def release_leftovers(fns: CallFunctions, left: Leftovers, device: Any, keep: Any) -> None:

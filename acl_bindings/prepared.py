@@ -168,7 +168,8 @@ class PreparedCall:
         """Calls run phase 1 and phase 2 on the kept tensors and arrays from now on."""
         bound = self._bound
         assert bound is not None
-        self._phase1_args[:] = [c_double(v) if type(v) is float else v._cell for v in bound.args]
+        self._phase1_args[:] = [c_double(v) if a.kind is ArgKind.DOUBLE else v._cell
+                                for a, v in zip(self.op.schema, bound.args)]
         self._phase1_args += [byref(self._size_out), byref(self._left.ex)]
         self._fast = make_call(self)
 
@@ -312,8 +313,8 @@ class PreparedCall:
         return self._closed
 
     @property
-    def _refused(self) -> list[tuple[str, Any]]:
-        """Per-call handles whose destroy the library refused (destroyed again by :meth:`close`)."""
+    def _refused(self) -> list[int]:
+        """One-shot executors whose destroy the library refused (destroyed again by :meth:`close`)."""
         return self._left.refused
 
     def close(self) -> None:

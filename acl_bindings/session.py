@@ -122,6 +122,15 @@ class Session:
             return False
         return self._context_out.value == self.device.context
 
+    def _on_device(self, fn: Callable[..., Any], *args: Any, guard: bool = False) -> None:
+        """``fn(*args)`` under the lock with the device current: directly when it already is
+        (:meth:`_device_is_current`), else inside the device guard (always, with *guard*)."""
+        if not guard and self._device_is_current():
+            fn(*args)
+        else:
+            with self.device.active():
+                fn(*args)
+
     def close(self) -> None:
         """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
 
@@ -184,11 +193,7 @@ class Session:
         """
         with self._lock:
             self._check_open()
-            if self._device_is_current():
-                self._synchronize_now()
-            else:
-                with self.device.active():
-                    self._synchronize_now()
+            self._on_device(self._synchronize_now)
 
     def _synchronize_now(self) -> None:
         rc = self._synchronize_stream(self.stream._as_parameter_)

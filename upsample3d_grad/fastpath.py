@@ -80,12 +80,9 @@ class PreparedCall(prepared.PreparedCall):
         ``(oD, oH, oW)`` and ``(N, C, iD, iH, iW)``.
     scales:
         ``(scalesD, scalesH, scalesW)``; 0 or None means "not given".
-    plan:
-        Phase 1 once with a repeatable executor (default).  False: a one-shot call each
-        time.  When the library refuses repeatable mode, the call falls back to one-shot,
-        :attr:`fallback` says why, and every :attr:`retry_after` calls it asks again.
-    sync:
-        Synchronise the stream after each call (default).  False: only queue the work.
+    plan, sync:
+        As for :class:`acl_bindings.prepared.PreparedCall`: a repeatable executor (default) or a
+        one-shot call each time, and a stream synchronisation after each call (default).
     strict:
         Passed to :func:`~upsample3d_grad.checks.check_params`.
 

@@ -221,11 +221,7 @@ class Session(_generic.Session):
             middle, plan = found
             # a kept plan's phase 2 needs no device guard when the device is current; a one-shot call takes one
             # anyway (TwoPhaseOp.execute), which is then the only one
-            if self.use_plans and self._device_is_current():
-                self._run(OP, (go, *middle, gi), plan)
-            else:
-                with self._active():
-                    self._run(OP, (go, *middle, gi), plan)
+            self._on_device(self._run, OP, (go, *middle, gi), plan, guard=not self.use_plans)
         return cast(DeviceArray, gi)  # (after the with statement: see acl_bindings._percall.make_call)
 
     def _remember(self, go: DeviceArray, gi: DeviceArray, output_size: Any, input_size: Any, sd: Any, sh: Any,

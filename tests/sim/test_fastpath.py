@@ -334,8 +334,7 @@ def test_closed_objects(no_leaks: None, plan: bool) -> None:
 
 HANDLE_CONSTRUCTORS = {"aclCreateTensor", "aclCreateIntArray"}
 #: Every C function a prepared call or its preparation may use (the simulator counts calls by name).
-OBSERVED = sorted({*c_functions(OP), *HANDLE_CONSTRUCTORS, "aclDestroyTensor",
-                   "aclDestroyIntArray", "aclSetAclOpExecutorRepeatable", "aclrtMalloc", "aclrtFree",
+OBSERVED = sorted({*c_functions(OP), *DESCRIPTORS, "aclSetAclOpExecutorRepeatable", "aclrtMalloc", "aclrtFree",
                    "aclrtSetCurrentContext", "aclrtSynchronizeStreamWithTimeout"})
 INJECTED = 507899  # a runtime error code (cann-abi.md §3.4); any non-zero status would do
 
