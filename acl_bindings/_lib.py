@@ -167,6 +167,9 @@ def show_arg(value: Any, argtype: Any = None) -> str:
         return f"0x{value:x}" if value else "NULL"
     if isinstance(value, _BYREF):
         return "&" + show_arg(value._obj)  # type: ignore[attr-defined]
+    if (isinstance(argtype, type) and issubclass(argtype, ctypes._Pointer)
+            and isinstance(value, argtype._type_)):  # an out-parameter's cell passed itself (see Lib.unchecked)
+        return "&" + show_arg(value)
     if isinstance(value, ctypes.Array):
         items = [show_arg(v) for v in value[:_SHOWN_ITEMS]]
         more = f", ... ({len(value)} items)" if len(value) > _SHOWN_ITEMS else ""
@@ -227,7 +230,7 @@ def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
 def plain_types(proto: Prototype) -> tuple[Any, tuple[Any, ...]]:
     """``(restype, argtypes)`` of a prototype for an :meth:`Lib.unchecked` function: opaque handle pointers
     become ``c_void_p`` (a handle result a Python int, or None), and pointers to them ``c_void_p *`` (an
-    out-parameter is ``byref(c_void_p())``); everything else is the table's own type."""
+    out-parameter is a ``c_void_p`` cell); everything else is the table's own type."""
     _role, restype, argtypes = proto
 
     def plain(t: Any) -> Any:
@@ -298,7 +301,13 @@ class Lib:
 
         It is the ctypes function object itself (no Python wrapper), so it takes plain values: handles as
         ints or ``c_void_p``, not handle objects (a closed one would surface as ``ctypes.ArgumentError``,
-        and nothing marks it in use)."""
+        and nothing marks it in use).
+
+        An out-parameter (``T *``) takes its cell itself (a ``T`` instance), as well as ``byref(cell)``: for
+        a pointer argtype, ctypes passes an instance of the pointed-to type by reference (its documented
+        automatic ``byref``), after one type test.  That is the form hot paths use: ``byref`` objects go
+        through ctypes' slower general conversion (about 0.14 us more per argument, measured at the
+        prepared call's current-context test)."""
         fn = self._unchecked.get(name)
         if fn is not None:
             return fn

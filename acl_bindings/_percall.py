@@ -109,8 +109,7 @@ def make_call(call: Any) -> Callable[..., Any]:
     """
     f, op = call._fns, call.op
     lock, session, device = call._lock, call.session, call._device
-    get_context, context_ref, context_out, forked, closes = (call._get_context, call._context_ref,
-                                                             call._context_out, _forked, buffer_closes)
+    get_context, context_out, forked, closes = call._get_context, call._context_out, _forked, buffer_closes
     phase2, synchronize, stream, clock, sync = f.phase2, call._synchronize, call._stream, call._clock, call.sync
     phase1_name, phase2_name = op.phase1_name, op.phase2_name
     if call.plan:
@@ -131,7 +130,7 @@ def make_call(call: Any) -> Callable[..., Any]:
             if not guarded:
                 # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
                 # device guard (which also refuses a forked child, where no C call is made)
-                rc = 0 if forked[0] else get_context(context_ref)
+                rc = 0 if forked[0] else get_context(context_out)
                 if rc or forked[0] or context_out.value != device.context:
                     # (a call's result is stored before it is returned from inside a with statement: an interrupt
                     # just after a call there is then inside the with block, never in its exit's opening

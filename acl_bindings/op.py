@@ -27,7 +27,7 @@ aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from ctypes import POINTER, byref, c_double, c_uint64, c_void_p, cast, pointer
+from ctypes import POINTER, c_double, c_uint64, c_void_p, cast, pointer
 from enum import Enum
 from typing import Any, NamedTuple, Sequence
 
@@ -233,7 +233,7 @@ class TwoPhaseOp:
         size = c_uint64()
         executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
         try:
-            getattr(lib, self.phase1_name)(*args, byref(size), executor.out)
+            getattr(lib, self.phase1_name)(*args, size, executor.out)  # (size: the cell itself, Lib.unchecked)
             executor._adopted()
         except BaseException:
             executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)

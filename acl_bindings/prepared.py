@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from ctypes import byref, c_double, c_size_t, c_uint64, c_void_p
+from ctypes import c_double, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
 from ._lib import recent_error_message
@@ -113,8 +113,7 @@ class PreparedCall:
             self._device = owner.device
             self._clock = owner.clock
             # the device check of every call: the owner's (its _device_is_current, inline: calls hold its lock)
-            self._get_context, self._context_ref, self._context_out = (owner._get_context, owner._context_ref,
-                                                                       owner._context_out)
+            self._get_context, self._context_out = owner._get_context, owner._context_out
             self._lock = owner._lock
             self._size_out = c_uint64()
             self._phase1_args: list[Any] = []  # a one-shot call's (see _use_oneshot)
@@ -170,7 +169,7 @@ class PreparedCall:
         assert bound is not None
         self._phase1_args[:] = [c_double(v) if a.kind is ArgKind.DOUBLE else v._cell
                                 for a, v in zip(self.op.schema, bound.args)]
-        self._phase1_args += [byref(self._size_out), byref(self._left.ex)]
+        self._phase1_args += [self._size_out, self._left.ex]  # (the out cells themselves: Lib.unchecked)
         self._fast = make_call(self)
 
     def _use_plan(self) -> None:

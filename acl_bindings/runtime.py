@@ -121,7 +121,7 @@ def _finalize_at_exit() -> None:
 
 
 _get_current: Any = None  # lib.unchecked("aclrtGetCurrentContext") (bound on first use)
-_ctx_out = threading.local()  # .v: this thread's (c_void_p, byref of it) for the result
+_ctx_out = threading.local()  # .v: this thread's c_void_p for the result (passed itself: see Lib.unchecked)
 
 
 def _bind_get_current() -> Any:
@@ -130,10 +130,9 @@ def _bind_get_current() -> Any:
     return _get_current
 
 
-def _new_out() -> tuple[c_void_p, Any]:
-    out = c_void_p()
-    pair = _ctx_out.v = (out, byref(out))
-    return pair
+def _new_out() -> c_void_p:
+    out = _ctx_out.v = c_void_p()
+    return out
 
 
 def current_context() -> int:
@@ -144,10 +143,10 @@ def current_context() -> int:
     """
     fn = _get_current or _bind_get_current()
     try:
-        out, ref = _ctx_out.v
+        out = _ctx_out.v
     except AttributeError:
-        out, ref = _new_out()
-    rc = fn(ref)
+        out = _new_out()
+    rc = fn(out)
     if not rc:
         return out.value or 0
     message = recent_error_message()  # read (and clear) it on this thread in both cases

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from ctypes import byref, c_void_p
+from ctypes import c_void_p
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
@@ -77,8 +77,7 @@ class Session:
         # the current-context test of calls under the lock (_device_is_current): the runtime's answer, read into
         # a cell of the session
         self._get_context = lib.unchecked("aclrtGetCurrentContext")
-        self._context_out = c_void_p()
-        self._context_ref = byref(self._context_out)
+        self._context_out = c_void_p()  # (passed itself: see Lib.unchecked)
         self.device = Device(device_id)
         #: The device memory of the session's arrays and temporaries, cached between calls
         self.allocator = CachingAllocator(self.device)
@@ -117,7 +116,7 @@ class Session:
         child (the guard refuses it)."""
         if _forked[0]:  # (no C call in a forked child)
             return False
-        if self._get_context(self._context_ref):
+        if self._get_context(self._context_out):
             recent_error_message()  # (read and cleared on this thread: the guard asks again)
             return False
         return self._context_out.value == self.device.context

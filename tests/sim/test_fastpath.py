@@ -445,6 +445,16 @@ def test_unchecked_functions_refuse_mistyped_arguments() -> None:
         create((ctypes.c_int32 * 5)(), *good[1:])                           # int32 elements for int64_t *
     with pytest.raises(ctypes.ArgumentError, match="argument 2"):
         lib.unchecked(P2)(None, 0.5, None, None)                            # a double for uint64_t
+    # out-parameters take their cell itself (the hot paths' form) or its byref, of the pointed-to type only
+    get_context = lib.unchecked("aclrtGetCurrentContext")
+    for wrong in (ctypes.c_int32(), ctypes.byref(ctypes.c_int32()), ctypes.c_uint64()):
+        with pytest.raises(ctypes.ArgumentError, match="argument 1"):
+            get_context(wrong)                                              # a 4- or 8-byte int for void **
+    with Session(0) as session, session.device.active():
+        for cell in (ctypes.c_void_p(), ctypes.c_void_p(1)):
+            assert get_context(cell) == 0 and cell.value == session.device.context   # written through
+        cell = ctypes.c_void_p()
+        assert get_context(ctypes.byref(cell)) == 0 and cell.value == session.device.context
 
 
 def test_cached_check_params_matches_and_still_fails() -> None:

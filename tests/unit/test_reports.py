@@ -197,6 +197,10 @@ def test_logged_arguments_are_values() -> None:
     assert show_arg((ctypes.c_int64 * 9)(*range(9))) == "[0, 1, 2, 3, 4, 5, ... (9 items)]"
     assert show_arg(ctypes.byref(ctypes.c_uint64(512))) == "&512"
     assert show_arg(ctypes.byref(ctypes.c_void_p(0x1234))) == "&0x1234"
+    # an out-parameter's cell passed itself (ctypes' automatic byref for a pointer argtype)
+    assert show_arg(ctypes.c_uint64(512), ctypes.POINTER(ctypes.c_uint64)) == "&512"
+    assert show_arg(ctypes.c_void_p(0x1234), ctypes.POINTER(ctypes.c_void_p)) == "&0x1234"
+    assert show_arg(ctypes.c_void_p(0x1234), ctypes.c_void_p) == "0x1234"
     assert show_arg(ctypes.cast(0xABC0, aclTensor_p)) == "aclTensor@0xabc0"
     assert show_arg(aclTensor_p()) == "aclTensor@NULL"
     assert show_arg(0x55F0, ctypes.c_void_p) == "0x55f0" and show_arg(0, ctypes.c_void_p) == "NULL"
