@@ -256,8 +256,7 @@ class PreparedCall:
         """
         seen = buffer_closes[0]  # (read first: a close during the check changes it)
         values = self._values
-        self._buffers = tuple(values[pos].buffer for pos in self._tensor_positions)
-        self._result = values[self.op.outputs[0]] if self.op.outputs else None
+        self._use_values()
         for buffer in self._buffers:
             if buffer.closed:
                 for pos in self._tensor_positions:
@@ -265,6 +264,12 @@ class PreparedCall:
         for pos in self._tensor_positions:
             point(self, pos, values[pos].arg)
         self._closes_seen = seen
+
+    def _use_values(self) -> None:
+        """Remember the buffers of the current arrays, and the array a call returns."""
+        values = self._values
+        self._buffers = tuple(values[pos].buffer for pos in self._tensor_positions)
+        self._result = values[self.op.outputs[0]] if self.op.outputs else None
 
     def _count_retry(self) -> None:
         self._retry_left -= 1
@@ -277,10 +282,19 @@ class PreparedCall:
         with self._lock:
             if self._closed or self.session._closed:
                 self._closed_call()
-            values = self._values
+            values, seen = self._values, None
             for pos, arr in replace:
                 if arr is not None and arr is not values[pos]:
+                    if seen is None:
+                        # until the rebinds are done, the next call checks the arrays and makes the executor or the
+                        # aclTensors match them (_check_buffers): one that an interrupt or an error cuts short is
+                        # completed or undone then
+                        seen, self._closes_seen = self._closes_seen, -1
                     self._rebind(pos, arr)
+            if seen is not None:
+                self._use_values()
+                # done: the other arrays were open at the count seen, the new ones now (a close since changed it)
+                self._closes_seen = seen
             result = self._fast()
         return result
 
@@ -299,10 +313,7 @@ class PreparedCall:
             same = False
         if not same:
             explain_rebind(self, pos, arr, old, others)
-        # from here on, the next call checks the arrays and makes the executor or the aclTensors match them
-        # (_check_buffers): a rebind that an interrupt or an error cuts short is completed or undone then
-        self._closes_seen = -1
-        point(self, pos, arr.arg)
+        point(self, pos, arr.arg)  # (the caller marked the arrays for a check: see _call)
         self._values[pos] = arr
 
     # ------------------------------------------------------------------ lifetime
