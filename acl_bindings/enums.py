@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["enum_name", "DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "dtype_to_acl",
-           "acl_to_dtype", "dtype_name"]
+__all__ = ["enum_name", "DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "BFLOAT16",
+           "dtype_to_acl", "acl_to_dtype", "dtype_name"]
 
 
 class DataType(IntEnum):
@@ -78,12 +79,8 @@ def enum_name(enum: type[IntEnum], value: int) -> str:
         return str(value)
 
 
-def _bfloat16() -> np.dtype | None:
-    try:
-        import ml_dtypes
-    except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-        return None
-    return np.dtype(ml_dtypes.bfloat16)
+#: numpy's bfloat16 (from ml_dtypes), the dtype of ``aclDataType`` BF16
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
@@ -101,8 +98,7 @@ def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
         return DataType.FLOAT16
     if dt == np.int64:
         return DataType.INT64
-    bf16 = _bfloat16()
-    if bf16 is not None and dt == bf16:
+    if dt == BFLOAT16:
         return DataType.BF16
     raise TypeError(f"dtype: expected float32, float16, bfloat16 or int64, got {dt}")
 
@@ -114,9 +110,7 @@ def acl_to_dtype(acl: int) -> np.dtype:
     if acl in table:
         return table[DataType(acl)]
     if acl == DataType.BF16:
-        bf16 = _bfloat16()
-        if bf16 is not None:
-            return bf16
+        return BFLOAT16
     raise TypeError(f"aclDataType {acl} has no numpy equivalent here")
 
 

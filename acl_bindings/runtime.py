@@ -31,7 +31,7 @@ import threading
 from ctypes import byref, c_int32, c_size_t, c_uint32, c_void_p
 from typing import Any
 
-from . import _codes
+from . import _codes, _loader
 from ._lib import lib, raise_for_status, recent_error_message
 from ._resource import STATE, Resource, release_cell
 from .enums import MemAttr
@@ -376,9 +376,7 @@ class Device(Resource):
         return int(free.value), int(total.value)
 
     def __repr__(self) -> str:
-        from ._loader import loaded
-
-        backend = loaded()
+        backend = _loader.loaded()
         kind = backend.kind if backend else "?"
         state = "closed" if self.closed else "open"
         return f"<Device {self.id} backend={kind} {state}>"

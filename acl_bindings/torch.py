@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .calls import TensorArg
+from .enums import BFLOAT16
 
 __all__ = ["torch_module", "is_tensor", "host_view", "tensor_to_numpy", "numpy_to_tensor",
            "TensorDescription"]
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def torch_module() -> Any:
@@ -104,14 +103,14 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
     if t.is_neg():
         t = t.resolve_neg()
     if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_BF16)
+        return t.view(torch.int16).numpy().view(BFLOAT16)
     return t.numpy()
 
 
 def numpy_to_tensor(a: np.ndarray) -> Any:
     """A CPU torch tensor sharing *a*'s memory (bfloat16 through an int16 view)."""
     torch = torch_module()
-    if a.dtype == _BF16:
+    if a.dtype == BFLOAT16:
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 

@@ -45,7 +45,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import _loader
 from .._codes import CANNSIM_ERR_STALE_HANDLE
+from .._lib import lib
 from .._types import int32_arg
 
 __all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "STALE_HANDLE", "STREAM_MODES", "is_built", "live_handles",
@@ -68,9 +70,6 @@ def is_built() -> bool:
 
 
 def _lib():
-    from .. import _loader
-    from .._lib import lib
-
     backend = _loader.load()
     if not backend.is_simulator:
         raise RuntimeError("the loaded backend is real CANN, not the simulator: sim-only controls are unavailable")

@@ -1,4 +1,6 @@
-"""The packages' layout rules: the numpy reference imports no binding, and modules stay small."""
+"""The packages' layout rules: the numpy reference imports no binding, modules stay small, imports go one way
+(no cycle, none hidden in a function), the operator package makes no ctypes call and the generic layer names no
+operator."""
 
 from __future__ import annotations
 
@@ -73,3 +75,170 @@ def test_no_call_is_returned_from_inside_a_with_block(folder: str) -> None:
     first instructions are outside the block's exception handler.  The result is stored first (README, Tests)."""
     found = [hit for path in sorted((ROOT / folder).rglob("*.py")) for hit in _returned_calls_in_with_blocks(path)]
     assert not found, found
+
+
+# --------------------------------------------------------------------------- imports: one direction, no dodges
+
+PACKAGES = ("acl_bindings", "upsample3d_grad")
+#: the only modules imported inside functions: optional ones (torch, torch_npu) and a platform one (fcntl),
+#: imported where they are used so that the packages import without them
+LOCAL_IMPORTS_ALLOWED = {"torch", "torch_npu", "fcntl"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that run when the module is imported (into if/try blocks, never into functions),
+    leaving out ``if TYPE_CHECKING:`` blocks."""
+    out: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            out += _module_level(node.orelse)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "finalbody"):
+                out += _module_level(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                out += _module_level(handler.body)
+        elif isinstance(node, ast.ClassDef):
+            out += _module_level(node.body)
+        else:
+            out.append(node)
+    return out
+
+
+def _import_edges(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of both packages that importing *name* imports at module level."""
+    edges: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in _module_level(ast.parse(path.read_text(), str(path)).body):
+        if isinstance(node, ast.Import):
+            edges.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                if f"{target}.{alias.name}" in known:
+                    edges.add(f"{target}.{alias.name}")
+                elif target in known:
+                    edges.add(target)
+    edges.discard(name)
+    return edges
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_module_graph_has_no_import_cycle() -> None:
+    """Layers depend in one direction: no module imports, at import time, one that imports it back
+    (imports for the type checker alone, under ``if TYPE_CHECKING:``, are left out)."""
+    known = _modules()
+    graph = {name: _import_edges(name, path, known) for name, path in known.items()}
+    assert graph["upsample3d_grad.session"] and "acl_bindings._lib" in graph["acl_bindings.runtime"]  # (it reads)
+    assert not any(m.startswith("upsample3d_grad") for edges in
+                   (graph[n] for n in graph if n.startswith("acl_bindings")) for m in edges)
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # (the finder finds)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_function_local_import_but_of_an_optional_module(package: str) -> None:
+    """An import inside a function hides a dependency (or dodges a cycle): only the optional and platform
+    modules of LOCAL_IMPORTS_ALLOWED are imported where they are used."""
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.Import):
+                        names = {alias.name.split(".")[0] for alias in sub.names}
+                    elif isinstance(sub, ast.ImportFrom):
+                        names = {"." * sub.level + (sub.module or "")}
+                    else:
+                        continue
+                    if not names <= LOCAL_IMPORTS_ALLOWED:
+                        found.append(f"{path.relative_to(ROOT)}:{sub.lineno}: {ast.unparse(sub)}")
+    assert not found, found
+
+
+def test_the_operator_package_makes_no_ctypes_call() -> None:
+    """The operator package declares and checks; every C call goes through acl_bindings."""
+    found = {str(path.relative_to(ROOT)): names & {"ctypes", "_ctypes"}
+             for path in sorted(PKG.rglob("*.py")) if (names := _imports(path)) & {"ctypes", "_ctypes"}}
+    assert not found, found
+
+
+def _code_words(path: Path) -> set[str]:
+    """The identifiers and string constants of *path*, docstrings left out."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    words: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.add(node.value)
+        elif isinstance(node, ast.Name):
+            words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            words.add(node.name)
+        elif isinstance(node, ast.alias):
+            words.add(node.asname or node.name)
+    return words
+
+
+def test_the_generic_layer_names_no_operator() -> None:
+    """acl_bindings is generic: its code (docstrings aside) names no operator; operators are declared by their
+    packages through its schema."""
+    found = {str(path.relative_to(ROOT)): sorted(w for w in words if "upsample" in w.lower()
+                                                 or "nearest" in w.lower())
+             for path in sorted((ROOT / "acl_bindings").rglob("*.py")) if (words := _code_words(path))}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, found
+    assert "UpsampleNearestExact3d" in str(_code_words(PKG / "forward.py"))  # (the scan reads an operator's name)
