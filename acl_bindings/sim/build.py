@@ -266,17 +266,9 @@ def _compile_steps(compiler: str, srcs: dict[str, list[Path]], tmp_dir: Path, na
             print(proc.stdout + proc.stderr, file=sys.stderr)
 
 
-def build(
-    root: Path | str | None = None,
-    *,
-    runtime_name: str = "ascendcl",
-    op_lib_name: str = "opapi_cv",
-    cc: str | None = None,
-    quiet: bool = True,
-    force: bool = False,
-    check: bool = True,
-    finalize_reference: bool = True,
-) -> dict:
+def build(root: Path | str | None = None, *, runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv",
+          cc: str | None = None, quiet: bool = True, force: bool = False, check: bool = True,
+          finalize_reference: bool = True) -> dict:
     """Compile the simulator libraries into ``<root>/lib64/``.
 
     Parameters
@@ -316,15 +308,8 @@ def build(
     lib_dir = root_path / "lib64"
     names = library_names(runtime_name, op_lib_name)
     err_file = root_path / "BUILD_ERROR.txt"
-    result: dict = {
-        "ok": False,
-        "rebuilt": False,
-        "root": str(root_path),
-        "lib_dir": str(lib_dir),
-        "libraries": {k: str(lib_dir / v) for k, v in names.items()},
-        "compiler": None,
-        "error": None,
-    }
+    result: dict = {"ok": False, "rebuilt": False, "root": str(root_path), "lib_dir": str(lib_dir),
+                    "libraries": {k: str(lib_dir / v) for k, v in names.items()}, "compiler": None, "error": None}
 
     def succeed(rebuilt: bool) -> dict:
         result["ok"] = True
@@ -384,16 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-finalize-reference", action="store_true",
                         help="model CANN releases without aclFinalizeReference (the runtime does not export it)")
     args = parser.parse_args(argv)
-    res = build(
-        args.root,
-        runtime_name=args.runtime_name,
-        op_lib_name=args.op_lib,
-        cc=args.cc,
-        quiet=not args.verbose,
-        force=args.force,
-        check=False,
-        finalize_reference=not args.no_finalize_reference,
-    )
+    res = build(args.root, runtime_name=args.runtime_name, op_lib_name=args.op_lib, cc=args.cc, quiet=not args.verbose,
+                force=args.force, check=False, finalize_reference=not args.no_finalize_reference)
     if not res["ok"]:
         print(res["error"], file=sys.stderr)
         return 1
