@@ -107,6 +107,9 @@ CODES: dict[int, tuple[str, str]] = {
              "simulator only: memory that queued stream work uses was freed or overwritten, or memory it writes "
              "was read, before that work completed (by a host call, or by work on another stream; a device "
              "corrupts it silently): synchronise the stream first"),
+    908402: ("CANNSIM_ERR_OTHER_DEVICE",
+             "simulator only: device memory of another device than the one the call runs on (a kernel or copy "
+             "there would fault or use another device's memory): make that device's context current"),
 }
 
 #: Codes named by constant, for readable comparisons.
@@ -130,6 +133,8 @@ ACLNN_ERR_INNER_NULLPTR = 561103
 CANNSIM_ERR_STALE_HANDLE = 990101  # the simulator's own (acl_bindings/sim/src/cannsim.h)
 #: Simulator only (cannsim.h): aclrtFree/aclrtMemcpy/aclrtMemset raced work still queued on a stream.
 CANNSIM_ERR_QUEUED_WORK = 908401
+#: Simulator only (cannsim.h): device memory of another device than the one the call runs on.
+CANNSIM_ERR_OTHER_DEVICE = 908402
 
 
 def describe(code: int) -> tuple[str, str]:

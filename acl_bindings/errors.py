@@ -136,7 +136,7 @@ def error_class_for(code: int) -> type[AclError]:
     family = code // 1000
     if family == 561:
         return AclnnInnerError
-    if family in (107, 207, 507, 361, 500) or code == _codes.CANNSIM_ERR_QUEUED_WORK:
+    if family in (107, 207, 507, 361, 500) or code in (_codes.CANNSIM_ERR_QUEUED_WORK, _codes.CANNSIM_ERR_OTHER_DEVICE):
         return AclRuntimeError
     return AclError
 

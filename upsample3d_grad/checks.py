@@ -11,8 +11,9 @@ the same error whether Python or CANN caught it.
 With ``strict=True`` (the default) it also enforces the documented constraints
 that CANN's host code leaves unchecked (cann-abi.md §5.5): each dim <= 2^20,
 ``N*C*gradOut_D*gradOut_H < 2^31``, ``gradInput_W*gradInput_H < 2^31``, the 60 GiB
-memory formula, ``outputSize == floor(inputSize*scale)`` when scales are used, and
-finite, non-negative scales.  ``strict=False`` lets such input through to CANN.
+memory formula, ``outputSize/inputSize <= 50`` in each dim (the Atlas A2/A3 tiling refuses more
+at launch when the kernel gets that ratio, §5.2), ``outputSize == floor(inputSize*scale)`` when
+scales are used, and finite, non-negative scales.  ``strict=False`` lets such input through to CANN.
 
 Mixed scales (some > 0, not all) make CANN ignore all three (§5.2): a
 :class:`MixedScalesWarning` names the values ignored.
@@ -223,6 +224,11 @@ def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: lis
                                f"{n * c * o_d * o_h}")
     if i_w * i_h >= 2 ** 31:
         raise _fail("gradInput", f"W*H must be < 2^31 (documented limit), got {i_w}*{i_h} = {i_w * i_h}")
+    for k, name in enumerate("DHW"):
+        if out_sz[k] > MAX_SCALE * in_sz[2 + k]:
+            raise _fail("outputSize", f"outputSize/inputSize must be <= {MAX_SCALE:g} in each dim (documented limit; "
+                                      "when not all three scales are > 0 the kernel gets that ratio, and the Atlas "
+                                      f"A2/A3 tiling refuses it at launch), got {name}: {out_sz[k]}/{in_sz[2 + k]}")
     item = _ITEMSIZE[DataType(grad_out.dtype)]
     need = n * c * (o_d * o_h * o_w + i_d * i_h * i_w + o_d * o_h * i_w + o_d * i_h * i_w) * item
     if need >= MEMORY_LIMIT:
@@ -332,6 +338,9 @@ BAD_CASES: list[BadCase] = [
             TensorSpec((4, 16, 256, 512, 512)), 161002, "gradOut", cann_checks=False),
     BadCase("outputSize != floor(inputSize*scale)", TensorSpec((2, 2, 5, 8, 12)), (5, 8, 12), (2, 2, 2, 4, 8),
             TensorSpec((2, 2, 2, 4, 8)), 161002, "outputSize", scales=(2.0, 2.0, 1.5), cann_checks=False),
+    # (CANN's phase 1 reads scalesD = 10; the kernel gets 60/1, and the Atlas A2/A3 tiling refuses it at launch)
+    BadCase("size ratio > 50, mixed scales", TensorSpec((1, 1, 60, 2, 2)), (60, 2, 2), (1, 1, 1, 2, 2),
+            TensorSpec((1, 1, 1, 2, 2)), 161002, "outputSize", scales=(10.0, 0.0, 0.0), cann_checks=False),
     BadCase("negative scale", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
             TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesD", scales=(-1.0, 1.0, 1.0), cann_checks=False),
     BadCase("NaN scale", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),

@@ -311,7 +311,8 @@ def _raw_race(device: Device, victim: int) -> None:
         go, osz, isz, gi = parts[:4]
 
         def use() -> None:
-            size, executor = phase1(go, osz, isz, 0.0, 0.0, 0.0, gi)
+            with device.active():  # (the faithful call is C's: its thread needs the device's context, §1.1)
+                size, executor = phase1(go, osz, isz, 0.0, 0.0, 0.0, gi)
             executor.close()
 
         def cleanup() -> None:

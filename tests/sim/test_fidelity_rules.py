@@ -304,6 +304,81 @@ def test_raw_mixed_scales_use_the_size_ratio_in_every_dim(raw, tmp_path: Path) -
     """, {"FIDELITY_DIR": str(tmp_path)})
 
 
+# ------------------------------------------------------------------------------- the A2/A3 tiling's scale check
+
+_TILING = """
+    init(0)
+    out3, in5 = (60, 2, 2), (1, 1, 1, 2, 2)                      # outputSize/inputSize = 60 in D
+    go_host = np.ones((1, 1, *out3), np.float32)
+    dgo, dgi = malloc(go_host.nbytes), malloc(16)
+    h2d(dgo, go_host)
+    go, gi = tensor(go_host.shape, dgo), tensor(in5, dgi)
+    osz, isz = int_array(*out3), int_array(*in5)
+    soc = rt.aclrtGetSocName().decode()
+    results = {}
+    for scales in ((10.0, 0.0, 0.0), (10.0, 1.0, 0.0), (50.0, 0.0, 2.0)):   # not all three > 0: ignored
+        rc, n, ex = phase1(go, osz, isz, gi, scales)
+        assert rc == OK and ex, (scales, rc, err())             # phase 1's check reads scalesD: 10 <= 50
+        w = malloc(n)
+        results[scales] = (phase2(w, n, ex, None), err())       # (a failed phase 2 consumes the executor too)
+        ok(rt.aclrtSynchronizeStream(None))
+        ok(rt.aclrtFree(w))
+    rc, n, ex = phase1(go, osz, isz, gi, (60.0, 1.0, 1.0))      # all three given: phase 1 refuses 60 itself
+    assert rc == PARAM_INVALID and "50" in err(), rc
+    rc, n, ex = phase1(go, osz, isz, gi, (50.0, 1.0, 1.0))      # all three given, each <= 50: the kernel's own
+    ok(rc)
+    w = malloc(n)
+    ok(phase2(w, n, ex, None))
+    ok(rt.aclrtSynchronizeStream(None))
+    got = np.zeros(in5, np.float32)
+    d2h(got, dgi)
+    assert got.ravel().tolist() == [50.0] * 4, got              # (windows of 50 of the 60 rows, scale 50)
+"""
+
+
+@pytest.mark.parametrize("soc", [None, SOC_950], ids=["A2/A3", "950-name"])
+def test_raw_the_a2_tiling_refuses_the_size_ratio_above_50_at_launch(raw, soc: str | None) -> None:
+    """Not all three scales > 0: the kernel gets outputSize/inputSize in every dim, and the Atlas A2/A3 tiling
+    refuses one above 50 (OCV ``upsample_nearest3d_grad_tiling.cpp`` CheckScales), which phase 1's own check
+    (the user's scale where given) lets through.  The L0 op ignores the launcher's status (OPB
+    ``make_op_executor.h``), so phase 1 succeeds and the launch, tiling again, fails with 561103 (OPB
+    ``op_kernel.h`` Launch).  Ascend950's tiling has no such check (cann-abi.md §5.2)."""
+    env = {"CANN_SIM_SOC": soc} if soc else None
+    if soc is None:
+        raw(_TILING + """
+    for scales, (rc, msg) in results.items():
+        assert rc == 561103 and "tiling" in msg and "scaleD = 60" in msg, (scales, rc, msg)
+""", env)
+    else:
+        raw(_TILING + """
+    assert soc.startswith("Ascend950"), soc
+    for scales, (rc, msg) in results.items():
+        assert rc == OK, (scales, rc, msg)
+    """, env)
+
+
+def test_binding_mixed_scales_above_the_tiling_limit(no_leaks, session: Session) -> None:
+    """strict (the default) refuses the documented limit outputSize/inputSize <= 50 (cann-abi.md §5.5) in phase 1's
+    host checks, naming the dim and the sizes; strict=False leaves it to the library, whose launch refuses it on
+    an Atlas A2/A3 (the simulator's default SoC), on every path."""
+    g = np.ones((1, 1, 60, 2, 2), np.float32)
+    args = (g, (60, 2, 2), (1, 1, 1, 2, 2), 10.0, None, None)
+    with pytest.raises(AclError, match=r"outputSize/inputSize must be <= 50.*D: 60/1") as info:
+        session.backward(*args)
+    assert info.value.code == 161002
+    for plans in (True, False):
+        with Session(0, plans=plans) as s, pytest.warns(UserWarning, match="only some are > 0"):
+            with pytest.raises(AclError, match="tiling") as info:
+                s.backward(*args, strict=False)
+            assert info.value.code == 561103
+            go, gi = s.upload(g), s.empty((1, 1, 1, 2, 2))
+            call = s.prepare(go, (60, 2, 2), (1, 1, 1, 2, 2), (10.0, None, None), out=gi, plan=plans, strict=False)
+            for _ in range(2):  # a plan keeps failing (the launch tiles again), a one-shot fails each time
+                with pytest.raises(AclError, match="tiling"):
+                    call()
+            s.backward(g[:, :, :50], (50, 2, 2), (1, 1, 1, 2, 2), strict=False)  # the session stays usable
+
+
 # ------------------------------------------------------------------------------- aclCreateIntArray copies
 
 def test_raw_int_array_values_are_copied_at_creation(raw) -> None:

@@ -113,6 +113,7 @@ OK, INVALID_PARAM, UNINIT, REPEAT_INIT, REPEAT_FINALIZE = 0, 100000, 100001, 100
 RT_PARAM, RT_DEVID, RT_CTX_NULL, RT_STREAM_CTX, RT_MEM_ALLOC = 107000, 107001, 107002, 107003, 207001
 NOT_SUPPORT, STREAM_SYNC_TIMEOUT = 200001, 507046
 QUEUED = 908401  # simulator-only: memory freed, overwritten or read under queued work (cann-abi.md §8.4)
+OTHER_DEVICE = 908402  # simulator-only: device memory of another device than the call's (cann-abi.md §8.3)
 NULLPTR, PARAM_INVALID, RUNTIME_ERROR = 161001, 161002, 361001
 STALE_HANDLE = 990101  # the simulator's own code (acl_bindings.sim.STALE_HANDLE)
 H2H, H2D, D2H, D2D = 0, 1, 2, 3
@@ -946,6 +947,61 @@ def test_operator_phase2_without_context(sim):
         ok(phase2(w, ws, ex, None))
         ok(rt.aclrtSynchronizeStream(None))
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+    """)
+
+
+def test_operator_phase1_without_context(sim):
+    """A thread makes aclnn calls after aclrtSetDevice / aclrtSetCurrentContext (cann-abi.md §1.1): phase 1 on a
+    thread with no current context is refused too (361001 naming 107002), before it makes an executor."""
+    sim("""
+        init(0)
+        smp = Sample(np)
+
+        def worker(_):
+            rc, ws, ex = phase1(smp.go, smp.osz, smp.isz, smp.gi)
+            expect(rc, RUNTIME_ERROR, "GetWorkspaceSize", "107002", "no current context")
+            assert not ex
+            ok(rt.aclrtSetDevice(0))                         # the same thread, once it has the device
+            ws, ex = smp.phase1()
+            ok(nn.aclDestroyAclOpExecutor(ex))
+
+        run_threads(worker, 1)
+        assert live("executor") == 0
+    """)
+
+
+def test_memory_of_another_device_is_refused(sim):
+    """Contexts, streams and device memory belong to one device (cann-abi.md §8.3): copies, memsets and kernels
+    on memory of another device than the current context's are refused with the simulator-only 908402 (a device
+    would fault, or touch the other device's memory), while the same calls on the device's own memory run."""
+    sim("""
+        init(1)
+        d1 = malloc(4096)                                     # device 1's memory
+        ok(rt.aclrtSetDevice(0))                              # device 0's context is current from here on
+        host = np.arange(64, dtype=np.float32)
+        for call, role in ((lambda: rt.aclrtMemcpy(d1, 256, host.ctypes.data, 256, H2D), "destination"),
+                           (lambda: rt.aclrtMemcpy(host.ctypes.data, 256, d1, 256, D2H), "source"),
+                           (lambda: rt.aclrtMemset(d1, 256, 0, 256), "devPtr"),
+                           (lambda: rt.aclrtMemsetAsync(d1, 256, 0, 256, None), "devPtr"),
+                           (lambda: rt.aclrtMemcpyAsync(d1, 256, host.ctypes.data, 256, H2D, None), "destination")):
+            expect(call(), OTHER_DEVICE, role, "device 1", "device 0")
+        d0 = malloc(256)
+        expect(rt.aclrtMemcpy(d0, 256, d1, 256, D2D), OTHER_DEVICE, "source", "device 1")
+        ok(rt.aclrtMemcpy(d0, 256, host.ctypes.data, 256, H2D))
+        # a kernel over device 1's memory, launched on device 0: phase 1 (no memory access) passes, the launch not
+        smp = Sample(np)                                      # its tensors are on device 0
+        for go, gi, ws_on in ((tensor([2, 2, 2, 2, 2], d1), smp.gi, None), (smp.go, tensor([2, 2, 1, 1, 1], d1), None),
+                              (smp.go, smp.gi, d1)):
+            rc, ws, ex = phase1(go, smp.osz, smp.isz, gi)
+            ok(rc)
+            expect(phase2(ws_on or malloc(ws), ws, ex, None), RUNTIME_ERROR, "908402", "device 1")
+        ws, ex = smp.phase1()
+        ok(phase2(malloc(ws), ws, ex, None))
+        ok(rt.aclrtSynchronizeStream(None))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        ok(rt.aclrtSetDevice(1))                              # on device 1 its memory is usable again
+        ok(rt.aclrtMemcpy(d1, 256, host.ctypes.data, 256, H2D))
+        ok(rt.aclrtFree(d1))
     """)
 
 

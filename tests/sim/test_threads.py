@@ -129,7 +129,9 @@ def test_errors_are_attributed_to_the_thread_that_caused_them(no_leaks: None, se
             seen = details.setdefault(k, [])
             for _ in range(25):
                 # CANN's own check (no host checks on this path): its message quotes outputSize's last value
-                with IntArray([2, 2, 1000 + k]) as out_size, IntArray([1, 1, 1, 1, 1]) as in_size:
+                # (the faithful call is C's: this thread needs the device's context first, cann-abi.md §1.1)
+                with IntArray([2, 2, 1000 + k]) as out_size, IntArray([1, 1, 1, 1, 1]) as in_size, \
+                        session.device.active():
                     with pytest.raises(AclnnParamError) as info:
                         aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(go.tensor, out_size, in_size, 0.0,
                                                                              0.0, 0.0, gi.tensor)

@@ -128,6 +128,9 @@ typedef struct {                 /* aclCANNPackageVersion, 512 bytes (§1.1) */
    aclrtFreeHost, aclrtMemcpy, aclrtMemset; cann-abi.md §8.4), or by work queued on another stream
    (streams are ordered only by an event wait, which the simulator does not model). */
 #define CANNSIM_ERR_QUEUED_WORK 908401
+/* Device memory of another device than the one the call runs on (the current context's, or the stream's):
+   a kernel or copy there would fault or touch another device's memory (cann-abi.md §8.3). */
+#define CANNSIM_ERR_OTHER_DEVICE 908402
 
 /* ---------------------------------------------------------------- simulator object layouts */
 #define CANNSIM_MAX_DIMS 25      /* generous cap on tensor rank accepted by aclCreateTensor */
@@ -273,6 +276,10 @@ CANNSIM_API void cannsim_executor_consume(aclOpExecutor *e);
 
 /* Size in bytes of one element of dtype, 0 if unknown. */
 CANNSIM_API int cannsim_dtype_size(int dtype);
+/* 0 when the calling thread has a current context (and ACL is initialised), else the runtime's status for it
+   (107002, 100001) with its message recorded: for the operator library's phase 1 (cann-abi.md §1.1). */
+CANNSIM_API int cannsim_require_context(const char *func);
+
 /* aclrtGetSocName's answer: "CANN-Simulator", or the value of CANN_SIM_SOC (sim_core.c). */
 CANNSIM_API const char *cannsim_soc_name(void);
 

@@ -275,6 +275,14 @@ int opapi_phase1_enter(const char *func, const uint64_t *workspaceSize, aclOpExe
     if (rc) return rc;
     if (!workspaceSize) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: workspaceSize is NULL", func);
     if (!executor) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is NULL", func);
+    /* a thread makes aclnn calls after aclrtSetDevice or aclrtSetCurrentContext (cann-abi.md §1.1); where phase
+       1 would fail without one is not known, so the simulator refuses it here, as phase 2's launch does */
+    if ((rc = cannsim_require_context(func))) {
+        const char *m = cannsim_peek_error();
+        char copy[700];
+        snprintf(copy, sizeof copy, "%s", m ? m : "");
+        return cannsim_fail(ACLNN_ERR_RUNTIME_ERROR, "%s: runtime error %d: %s", func, rc, copy);
+    }
     return 0;
 }
 
@@ -342,6 +350,14 @@ aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint
                               "%s: workspaceSize %" PRIu64 " is smaller than the %" PRIu64
                               " bytes phase 1 asked for",
                               func, workspaceSize, snap.workspace_size);
+            goto fail;
+        }
+    }
+    if (kernel->refuse) { /* the launch tiles the kernel again: what its tiling refuses fails here */
+        char why[400];
+        why[0] = 0;
+        if ((rc = kernel->refuse(&snap, why, sizeof why))) {
+            rc = cannsim_fail(rc, "%s: %s", func, why[0] ? why : "the kernel's tiling failed");
             goto fail;
         }
     }

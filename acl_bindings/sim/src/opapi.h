@@ -76,11 +76,13 @@ int opapi_phase1_done(const char *func, const char *op, const cannsim_exec_io *i
 
 /* A kernel for phase 2: make builds the task's argument from the executor's snapshot (its tensors hold
    the current addresses) and the workspace, or returns NULL when out of host memory; run is the task;
-   destroy frees the argument. */
+   destroy frees the argument.  refuse (NULL: none) is the launch's own host step, the kernel's tiling:
+   a non-zero status it returns (with its reason in msg) fails phase 2 before anything is queued. */
 typedef struct {
     void *(*make)(const aclOpExecutor *snap, void *workspace, uint64_t workspaceSize);
     cannsim_task_fn run;
     void (*destroy)(void *);
+    int (*refuse)(const aclOpExecutor *snap, char *msg, size_t msglen);
 } opapi_kernel;
 
 /* Phase 2 of an operator: count the call, start the executor, check the workspace and the tensors'

@@ -207,7 +207,7 @@ static int check_host_side(const char *func, const char *role, const void *p, si
 }
 
 /* Validate a copy (lock held).  On success the bases of tracked buffers are stored in refs[0..1]. */
-static int check_copy(const char *func, void *dst, size_t destMax, const void *src, size_t count, int kind,
+static int check_copy(const char *func, int dev, void *dst, size_t destMax, const void *src, size_t count, int kind,
                       uintptr_t refs[2], int *src_pinned) {
     char why[300];
     refs[0] = refs[1] = 0;
@@ -232,6 +232,8 @@ static int check_copy(const char *func, void *dst, size_t destMax, const void *s
         if (!device_range(dst, destMax, &a, why, sizeof why))
             return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: destMax %zu is larger than the destination buffer: %s",
                                 func, destMax, why);
+        int rc = same_device(func, "destination", dst, a, dev);
+        if (rc) return rc;
         refs[0] = a->base;
     } else {
         int rc = check_host_side(func, "destination", dst, count, kind, &refs[0]);
@@ -240,6 +242,8 @@ static int check_copy(const char *func, void *dst, size_t destMax, const void *s
     if (src_dev) {
         if (!device_range(src, count, &a, why, sizeof why))
             return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: source of %s: %s", func, kind_name(kind), why);
+        int rc = same_device(func, "source", src, a, dev);
+        if (rc) return rc;
         refs[1] = a->base;
     } else {
         int rc = check_host_side(func, "source", src, count, kind, &refs[1]);
@@ -257,7 +261,7 @@ CANNSIM_API aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, siz
     if (!c) goto out;
     uintptr_t refs[2];
     int pinned;
-    if ((rc = check_copy("aclrtMemcpy", dst, destMax, src, count, kind, refs, &pinned))) goto out;
+    if ((rc = check_copy("aclrtMemcpy", c->dev, dst, destMax, src, count, kind, refs, &pinned))) goto out;
     const stream_t *on;
     const task_t *user = queued_use(dst, count, 0, &on);
     if (user) {
@@ -305,7 +309,7 @@ CANNSIM_API aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src
     if (!s) goto out;
     uintptr_t refs[2];
     int pinned;
-    if ((rc = check_copy("aclrtMemcpyAsync", dst, destMax, src, count, kind, refs, &pinned))) goto out;
+    if ((rc = check_copy("aclrtMemcpyAsync", c->dev, dst, destMax, src, count, kind, refs, &pinned))) goto out;
     copy_task_t *ct = calloc(1, sizeof *ct);
     if (!ct) {
         rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtMemcpyAsync: out of host memory");
@@ -343,7 +347,7 @@ out:
     return rc;
 }
 
-static int check_memset(const char *func, void *devPtr, size_t maxCount, size_t count, uintptr_t *base) {
+static int check_memset(const char *func, int dev, void *devPtr, size_t maxCount, size_t count, uintptr_t *base) {
     char why[300];
     const alloc_t *a;
     if (!devPtr) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: devPtr is NULL", func);
@@ -354,6 +358,8 @@ static int check_memset(const char *func, void *devPtr, size_t maxCount, size_t 
     if (!device_range(devPtr, maxCount, &a, why, sizeof why))
         return cannsim_fail(ACL_ERROR_RT_PARAM_INVALID, "%s: maxCount %zu is larger than the buffer: %s", func, maxCount,
                             why);
+    int rc = same_device(func, "devPtr", devPtr, a, dev);
+    if (rc) return rc;
     *base = a->base;
     return 0;
 }
@@ -365,7 +371,7 @@ CANNSIM_API aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, s
     ctx_t *c = need_ctx("aclrtMemset", &rc);
     if (!c) goto out;
     uintptr_t base;
-    if ((rc = check_memset("aclrtMemset", devPtr, maxCount, count, &base))) goto out;
+    if ((rc = check_memset("aclrtMemset", c->dev, devPtr, maxCount, count, &base))) goto out;
     const stream_t *on;
     const task_t *user = queued_use(devPtr, count, 0, &on);
     if (user) {
@@ -400,7 +406,7 @@ CANNSIM_API aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t val
     stream_t *s = resolve_stream("aclrtMemsetAsync", stream, c, &rc);
     if (!s) goto out;
     uintptr_t base;
-    if ((rc = check_memset("aclrtMemsetAsync", devPtr, maxCount, count, &base))) goto out;
+    if ((rc = check_memset("aclrtMemsetAsync", c->dev, devPtr, maxCount, count, &base))) goto out;
     set_task_t *st = malloc(sizeof *st);
     task_t *t = NULL;
     if (st) {

@@ -90,6 +90,24 @@ ctx_t *need_ctx(const char *func, int *code) {
     return c;
 }
 
+CANNSIM_API int cannsim_require_context(const char *func) {
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    need_ctx(func, &rc);
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* Memory *a* must belong to device *dev*, the one the call runs on (lock held).  Returns 0 or 908402. */
+int same_device(const char *func, const char *role, const void *p, const alloc_t *a, int dev) {
+    if (a->dev == dev) return 0;
+    return cannsim_fail(CANNSIM_ERR_OTHER_DEVICE,
+                        "%s: %s %p is memory of device %d, but the call runs on device %d (its current context's): "
+                        "contexts, streams and device memory belong to one device (simulator-only code: a device "
+                        "would fault or use another device's memory)",
+                        func, role, p, a->dev, dev);
+}
+
 /* 100001 for a call while ACL is not initialized (lock held).  When a plain aclFinalize tore the runtime
    down while other aclInit references were still held, the caller is one of those other users: the
    message says so, the first such call is also printed on stderr, and the exit report counts them. */

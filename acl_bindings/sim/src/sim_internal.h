@@ -171,6 +171,7 @@ extern uint64_t g_cap;
 extern device_t *g_dev;
 
 ctx_t *need_ctx(const char *func, int *code);
+int same_device(const char *func, const char *role, const void *p, const alloc_t *a, int dev);
 int need_init(const char *func);
 stream_t *resolve_stream(const char *func, aclrtStream stream, ctx_t *c, int *code);
 int not_initialized(const char *func, int code);

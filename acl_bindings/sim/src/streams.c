@@ -405,11 +405,13 @@ CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_tas
     for (int i = 0; i < nrefs && n < 4; i++) {
         if (!refs[i].p || !refs[i].n) continue;
         uintptr_t p = (uintptr_t)refs[i].p;
-        if (!at_containing(&g_dmem, p) && !at_containing(&g_hmem, p)) {
+        const alloc_t *a = at_containing(&g_dmem, p);
+        if (!a && !at_containing(&g_hmem, p)) {
             rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
                               "%s: buffer %p was freed while the launch was being prepared", func, refs[i].p);
             goto out;
         }
+        if (a && (rc = same_device(func, "a buffer of the kernel's", refs[i].p, a, s->dev))) goto out;
         tr[n++] = (task_ref){p, refs[i].n, refs[i].write};
     }
     if ((rc = cross_stream_race(func, s, tr, n))) goto out;

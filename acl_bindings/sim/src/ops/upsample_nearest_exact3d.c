@@ -288,7 +288,7 @@ static int kernel_task(void *arg, char *msg, size_t msglen) {
     return 0;
 }
 
-static const opapi_kernel k_kernel = {make_args, kernel_task, free};
+static const opapi_kernel k_kernel = {make_args, kernel_task, free, NULL};
 
 /* ------------------------------------------------------------------------------------------ entry points */
 CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTensor *self,

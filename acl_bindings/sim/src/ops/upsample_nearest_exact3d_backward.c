@@ -24,6 +24,7 @@ CANNSIM_REGISTER_OP("aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize", "acln
 typedef struct {
     float scale[3];
     int dtype;
+    int tiled_on_a2; /* the Atlas A2/A3 tiling runs at launch (not Ascend950's, which has no scale check) */
 } op_data;
 
 /* Logical NCDHW sizes and element strides of a 5-D tensor, by its own format (§5.1 step 3.4). */
@@ -112,6 +113,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     op_data od;
     memset(&od, 0, sizeof od);
     od.dtype = go.dtype;
+    od.tiled_on_a2 = !regbase;
 
     if (go_size[0] == 0 || go_size[1] == 0) /* empty gradOut (§5.1 step 4): nothing to launch */
         return opapi_phase1_done(P1, OP, &io, &key, 0, 1, &od, sizeof od, workspaceSize, executor);
@@ -159,7 +161,25 @@ static int kernel_task(void *arg, char *msg, size_t msglen) {
     return 0;
 }
 
-static const opapi_kernel k_kernel = {make_args, kernel_task, free};
+/* The Atlas A2/A3 tiling checks the scales the kernel gets (§5.1 step 6, §5.2): each > 50 is refused.  When
+   not all three user scales are > 0 they are outputSize/inputSize in float in every dim, which phase 1's
+   check (user scale where given) lets through.  Phase 1 still succeeds: the L0 op does not look at the
+   launcher's status, so the launch tiles again, fails, and nnopbase reports 561103 there. */
+static int tiling_refuses(const aclOpExecutor *snap, char *msg, size_t msglen) {
+    op_data od;
+    memcpy(&od, snap->opdata, sizeof od);
+    for (int k = 0; od.tiled_on_a2 && k < 3; k++) {
+        if (od.scale[k] > (float)US3D_MAX_SCALE) {
+            snprintf(msg, msglen, "the kernel's tiling (Atlas A2/A3) refused scale%c = %g: the scales the kernel "
+                     "gets must be <= %g, and with not all three scales > 0 they are outputSize/inputSize",
+                     "DHW"[k], (double)od.scale[k], US3D_MAX_SCALE);
+            return ACLNN_ERR_INNER_NULLPTR;
+        }
+    }
+    return 0;
+}
+
+static const opapi_kernel k_kernel = {make_args, kernel_task, free, tiling_refuses};
 
 CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackward(void *workspace, uint64_t workspaceSize,
                                                             aclOpExecutor *executor, aclrtStream stream) {
