@@ -104,6 +104,27 @@ def test_plan_reuse_with_new_data(sessions: Any, name: str, record_property: Any
         _check_path(s, "plans", record_property)
 
 
+def test_mixed_scales_above_the_tiling_limit_fail_at_launch_on_a2_a3(sessions: Any, soc: str) -> None:
+    """scalesD = 10 alone, outputSize/inputSize = 60 in D: phase 1 passes (it checks the given scale), the kernel
+    gets 60, and the Atlas A2/A3 tiling refuses it when phase 2 launches (561103); the 950's tiling has no such
+    check, so there the call runs (cann-abi.md §5.2).  The simulator models the A2/A3 answer."""
+    import warnings
+
+    from acl_bindings import AclError
+
+    g = np.ones((1, 1, 60, 2, 2), np.float32)
+    for s in sessions.values():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the mixed-scales warning)
+            if soc.startswith("Ascend950"):
+                got = s.backward(g, (60, 2, 2), (1, 1, 1, 2, 2), 10.0, None, None, strict=False)
+                assert got.ravel().tolist() == [60.0] * 4
+            else:
+                with pytest.raises(AclError) as info:
+                    s.backward(g, (60, 2, 2), (1, 1, 1, 2, 2), 10.0, None, None, strict=False)
+                assert info.value.code == 561103 and "aclnnUpsampleNearestExact3dBackward" in str(info.value)
+
+
 def test_repeat_is_bit_identical(sessions: Any) -> None:
     """CANN documents this operator as deterministic by default (cann-abi.md §5.5)."""
     for case in CASES[1:4]:

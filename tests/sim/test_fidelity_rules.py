@@ -408,6 +408,37 @@ def test_raw_int_array_values_are_copied_at_creation(raw) -> None:
     """)
 
 
+def test_raw_create_tensor_copies_its_dims_and_owns_no_memory(raw) -> None:
+    """aclCreateTensor copies viewDims, strides and storageDims; the address is the caller's: aclDestroyTensor
+    frees the descriptor only, and the memory stays the caller's to use and free (OPB ``acl_op_api.cpp``,
+    ``common_types.cpp``; cann-abi.md §1.3)."""
+    raw("""
+        init(0)
+        smp = Sample(np)
+        shape, steps, storage = i64s(2, 2, 2, 2, 2), i64s(16, 8, 4, 2, 1), i64s(32)
+        go = nn.aclCreateTensor(shape, 5, FLOAT, steps, 0, NCDHW, storage, 1, smp.dgo)
+        assert go, err()
+        # read as they are now, these would fail phase 1 (a gradOut of another shape, a view past its storage)
+        for k in range(5):
+            shape[k], steps[k] = 3, 1000
+        storage[0] = 1
+        rc, n, ex = phase1(go, smp.osz, smp.isz, smp.gi)
+        ok(rc)
+        w = malloc(n)
+        ok(phase2(w, n, ex, None))
+        ok(rt.aclrtSynchronizeStream(None))
+        assert smp.result() == [36.0, 100.0, 164.0, 228.0]
+        ok(nn.aclDestroyTensor(go))                     # the descriptor only:
+        assert live("device_buffer") >= 3               # the memory is still allocated ...
+        back = np.zeros(32, np.float32)
+        d2h(back, smp.dgo)                              # ... still readable, unchanged ...
+        assert back.tolist() == list(range(1, 33))
+        ok(rt.aclrtFree(smp.dgo))                       # ... and the caller frees it, once
+        expect(rt.aclrtFree(smp.dgo), RT_PARAM, "not")
+        ok(rt.aclrtFree(w))
+    """)
+
+
 # ------------------------------------------------------------------------------- memset and aclCreateTensor
 
 def test_raw_memset_count_above_max_count_is_refused(raw) -> None:
