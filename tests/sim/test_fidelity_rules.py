@@ -506,6 +506,32 @@ def test_raw_elapsed_time_needs_both_events_on_one_stream(raw) -> None:
     """)
 
 
+def test_raw_only_events_with_a_timeline_can_be_timed(raw) -> None:
+    """aclrtCreateEvent's events carry the timeline by default; an event made by aclrtCreateEventWithFlag without
+    ACL_EVENT_TIME_LINE (0x8) records no time, and timing it is refused (107000, the simulator's choice: what CANN
+    answers is not in cann-abi.md §8.8)."""
+    raw("""
+        init(0)
+        s = stream()
+        made = {}
+        for name, flag in (("default", None), ("time line", 0x8), ("sync + time line", 0x9), ("sync only", 0x1)):
+            e = vp()
+            ok(rt.aclrtCreateEvent(C.byref(e)) if flag is None else rt.aclrtCreateEventWithFlag(C.byref(e), flag))
+            ok(rt.aclrtRecordEvent(e, s))
+            made[name] = e
+        ok(rt.aclrtSynchronizeStream(s))
+        ms = C.c_float()
+        for a, b in (("default", "time line"), ("time line", "sync + time line")):
+            ok(rt.aclrtEventElapsedTime(C.byref(ms), made[a], made[b]))
+        expect(rt.aclrtEventElapsedTime(C.byref(ms), made["default"], made["sync only"]), RT_PARAM,
+               "end event", "ACL_EVENT_TIME_LINE")
+        expect(rt.aclrtEventElapsedTime(C.byref(ms), made["sync only"], made["default"]), RT_PARAM, "start event")
+        for e in made.values():
+            ok(rt.aclrtDestroyEvent(e))
+        ok(rt.aclrtDestroyStream(s))
+    """)
+
+
 def test_binding_events_on_two_streams_are_refused(no_leaks, session: Session) -> None:
     with Stream(session.device) as other, Event(session.device) as start, Event(session.device) as end:
         start.record(session.stream)

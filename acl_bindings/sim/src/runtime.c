@@ -659,7 +659,9 @@ out:
 }
 
 /* ====================================================================== events */
-static aclError create_event_impl(const char *func, aclrtEvent *event, uint32_t flag) {
+#define ACL_EVENT_TIME_LINE 0x8u /* RT acl_rt.h (cann-abi.md §1.1) */
+
+static aclError create_event_impl(const char *func, aclrtEvent *event, uint32_t flag, int timed) {
     if (!event) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: event is NULL", func);
     int rc = 0;
     pthread_mutex_lock(&g_mu);
@@ -673,6 +675,7 @@ static aclError create_event_impl(const char *func, aclrtEvent *event, uint32_t 
             e->serial = ++g_serial;
             e->dev = c->dev;
             e->flag = flag;
+            e->timed = timed;
             *event = e;
         }
     }
@@ -682,12 +685,12 @@ static aclError create_event_impl(const char *func, aclrtEvent *event, uint32_t 
 
 CANNSIM_API aclError aclrtCreateEvent(aclrtEvent *event) {
     ENTER("aclrtCreateEvent");
-    return create_event_impl("aclrtCreateEvent", event, 0);
+    return create_event_impl("aclrtCreateEvent", event, 0, 1); /* its default flag includes the timeline */
 }
 
 CANNSIM_API aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
     ENTER("aclrtCreateEventWithFlag");
-    return create_event_impl("aclrtCreateEventWithFlag", event, flag);
+    return create_event_impl("aclrtCreateEventWithFlag", event, flag, (flag & ACL_EVENT_TIME_LINE) != 0);
 }
 
 static event_t *live_event(const char *func, aclrtEvent ev, int *code) {
@@ -802,6 +805,14 @@ CANNSIM_API aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, acl
         rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
                           "aclrtEventElapsedTime: %s event %p has %s (record it and synchronize its stream first)",
                           x == a ? "start" : "end", (void *)x, x->state == 0 ? "never been recorded" : "not completed yet");
+        goto out;
+    }
+    if (!a->timed || !b->timed) { /* only events with a timeline can be timed (§8.8); the code is the simulator's */
+        event_t *x = !a->timed ? a : b;
+        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
+                          "aclrtEventElapsedTime: %s event %p was made by aclrtCreateEventWithFlag without "
+                          "ACL_EVENT_TIME_LINE (0x8): it records no time",
+                          x == a ? "start" : "end", (void *)x);
         goto out;
     }
     if (a->stream != b->stream || a->stream_serial != b->stream_serial) { /* RT 07_event_management.md */

@@ -146,6 +146,7 @@ typedef struct {
     int dev;
     int state; /* 0 never recorded, 1 record pending, 2 completed */
     uint32_t flag;
+    int timed; /* has a timeline: aclrtCreateEvent's default, or ACL_EVENT_TIME_LINE (cann-abi.md §8.8) */
     stream_t *stream;
     uint64_t stream_serial;
     uint64_t seq;
