@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 
 import pytest
@@ -28,6 +29,23 @@ ALL = {**PROTOTYPES, **OPERATOR, **SIM_ONLY}
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_exported(name: str) -> None:
     assert lib.has(name), f"the simulator does not export {name}"
+
+
+#: Each role's library in the simulator's default tree, in link order: each depends on the ones before it
+_LIBRARIES = {"runtime": "libascendcl.so", "nnopbase": "libnnopbase.so", "opapi": "libopapi_cv.so"}
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_exported_by_the_library_of_its_role(name: str) -> None:
+    """Every symbol is defined in the library its role names (cann-abi.md §4.1): found through that library's
+    handle, and not through the handle of any library before it (dlsym also searches a library's
+    dependencies, so a symbol of a later library reached that way would be defined in an earlier one)."""
+    role = ALL[name][0]
+    order = list(_LIBRARIES)
+    dlls = {r: ctypes.CDLL(str(sim.LIB64 / _LIBRARIES[r])) for r in order}
+    assert hasattr(dlls[role], name), f"{name} is not exported by {_LIBRARIES[role]} ({role})"
+    for earlier in order[:order.index(role)]:
+        assert not hasattr(dlls[earlier], name), f"{name} ({role}) is defined in {_LIBRARIES[earlier]}"
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
