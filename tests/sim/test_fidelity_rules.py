@@ -68,11 +68,7 @@ def test_raw_unaligned_tensor_data_is_refused_in_both_phases(raw) -> None:
         # the same bytes as an element offset from an aligned address are fine: the offset belongs in the view
         h2d(big_go + 16, smp.go_host)
         go = tensor([2, 2, 2, 2, 2], big_go, offset=4, storage=[1024])
-        rc, n, ex = phase1(go, smp.osz, smp.isz, smp.gi)
-        ok(rc)
-        w = malloc(n)
-        ok(phase2(w, n, ex, None))
-        ok(rt.aclrtSynchronizeStream(None))
+        w = run_both(go, smp.osz, smp.isz, smp.gi)
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
 
         # phase 2 checks the addresses it runs on: a repeatable executor given an unaligned one
@@ -422,11 +418,7 @@ def test_raw_create_tensor_copies_its_dims_and_owns_no_memory(raw) -> None:
         for k in range(5):
             shape[k], steps[k] = 3, 1000
         storage[0] = 1
-        rc, n, ex = phase1(go, smp.osz, smp.isz, smp.gi)
-        ok(rc)
-        w = malloc(n)
-        ok(phase2(w, n, ex, None))
-        ok(rt.aclrtSynchronizeStream(None))
+        w = run_both(go, smp.osz, smp.isz, smp.gi)
         assert smp.result() == [36.0, 100.0, 164.0, 228.0]
         ok(nn.aclDestroyTensor(go))                     # the descriptor only:
         assert live("device_buffer") >= 3               # the memory is still allocated ...

@@ -194,6 +194,16 @@ def phase2(ws_ptr, ws_size, ex, s):
     return op.aclnnUpsampleNearestExact3dBackward(ws_ptr, ws_size, ex, s)
 
 
+def run_both(go, osz, isz, gi, scales=(0.0, 0.0, 0.0)):
+    """Phase 1 (must succeed), phase 2 on the default stream into a new workspace, the sync; returns the workspace."""
+    rc, n, ex = phase1(go, osz, isz, gi, scales)
+    ok(rc)
+    w = malloc(n)
+    ok(phase2(w, n, ex, None))
+    ok(rt.aclrtSynchronizeStream(None))
+    return w
+
+
 def live(kind):
     return rt.cannsimLiveHandles(kind.encode())
 
@@ -1050,12 +1060,7 @@ def test_operator_layouts_match_numpy_oracle(sim):
         osz, isz = int_array(oD, oH, oW), int_array(N, Cc, iD, iH, iW)
 
         def run(go_t, gi_t, out_buf, out_shape, scales=(0.0, 0.0, 0.0)):
-            rc, ws, ex = phase1(go_t, osz, isz, gi_t, scales)
-            ok(rc)
-            w = malloc(ws)
-            ok(phase2(w, ws, ex, None))
-            ok(rt.aclrtSynchronizeStream(None))
-            ok(rt.aclrtFree(w))
+            ok(rt.aclrtFree(run_both(go_t, osz, isz, gi_t, scales)))
             res = np.zeros(out_shape, dtype=np.float32)
             d2h(res, out_buf)
             return res
