@@ -38,7 +38,9 @@ not export it; point ``ACL_BINDINGS_LIB_DIR`` at it.
 
 Simulator-only status code: :data:`STALE_HANDLE` (990101), where the device would silently read
 freed memory or stale addresses: a tensor or int array destroyed between the phases, or an address
-update that an op-cache wrapper would ignore.
+update that an op-cache wrapper would ignore.  Device memory of another device than the one a copy,
+memset or kernel runs on fails with the simulator-only 908402 (``CANNSIM_ERR_OTHER_DEVICE``, cann-abi.md
+§8.3).
 """
 
 from __future__ import annotations
