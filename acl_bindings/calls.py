@@ -238,7 +238,9 @@ class ExecutorPlan:
     def launch(self, workspace: Any, stream: Any) -> None:
         """Phase 2 of the repeatable executor, at the addresses it points at: *workspace* (an address, or None
         when the size is 0) and *stream* (a raw ``aclrtStream``) as phase 2 takes them; the device of the stream
-        must be current.  The hot path of every plan (:meth:`run`, :class:`acl_bindings.prepared.PreparedCall`)."""
+        must be current.  The phase 2 of :meth:`run`; a :class:`acl_bindings.prepared.PreparedCall` makes its
+        own call with the plan's :attr:`phase2_size` and :attr:`phase2_executor` (its closure,
+        :func:`acl_bindings._percall.make_call`)."""
         if not self._cell.value:  # (closed: its cell is empty; never repeatable: an empty cell of its own)
             raise ClosedError("this plan's executor is closed" if self._phase2 is not None
                               else "this plan's executor is not repeatable (make_repeatable() first)")

@@ -130,11 +130,6 @@ def _bind_get_current() -> Any:
     return _get_current
 
 
-def _new_out() -> c_void_p:
-    out = _ctx_out.v = c_void_p()
-    return out
-
-
 def current_context() -> int:
     """The calling thread's current context, read from the runtime; 0 when none is current.
 
@@ -145,7 +140,7 @@ def current_context() -> int:
     try:
         out = _ctx_out.v
     except AttributeError:
-        out = _new_out()
+        out = _ctx_out.v = c_void_p()
     rc = fn(out)
     if not rc:
         return out.value or 0

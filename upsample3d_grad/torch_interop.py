@@ -33,11 +33,11 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
-import ml_dtypes
 import numpy as np
 
 from acl_bindings import AclnnParamError, dtype_to_acl, load_backend
 from acl_bindings.calls import run_once
+from acl_bindings.enums import BFLOAT16
 from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, tensor_to_numpy, torch_module
 
 from . import checks
@@ -50,7 +50,6 @@ from .op import OP
 __all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "run_on_storage",
            "run_borrowed", "is_tensor", "host_view"]
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
 _PLAIN_FORMATS = (2, 27, 30)
 
@@ -63,7 +62,7 @@ class TorchDescription(TensorDescription):
 
     def __init__(self, t: Any, param: str = "gradOut", func: str = checks.PHASE1) -> None:
         torch = torch_module()
-        table = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16), torch.bfloat16: _BF16}
+        table = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16), torch.bfloat16: BFLOAT16}
         if t.dtype not in table:
             raise AclnnParamError(161002, func, f"{param}: dtype must be {checks.SUPPORTED_NAMES}, got {t.dtype}")
         super().__init__(t, table[t.dtype])

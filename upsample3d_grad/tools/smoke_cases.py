@@ -26,13 +26,14 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
+
+from acl_bindings.enums import BFLOAT16
 
 from .. import checks, reference
 
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-                               "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+                               "bfloat16": BFLOAT16}
 #: float32 part of the tolerance (relative, and absolute per summed element).
 RTOL32 = 1e-5
 ATOL_PER_ELEMENT = 1e-5

@@ -270,6 +270,14 @@ void opapi_key_array(cannsim_key *k, const int64_t *vals, int64_t len, int64_t c
     cannsim_key_bytes(k, &sep, 1);
 }
 
+/* 361001 for a runtime call inside an operator that failed with *rc*, quoting the runtime's message. */
+static int runtime_failure(const char *func, const char *what, int rc) {
+    const char *m = cannsim_peek_error();
+    char copy[700];
+    snprintf(copy, sizeof copy, "%s", m ? m : "");
+    return cannsim_fail(ACLNN_ERR_RUNTIME_ERROR, "%s: %sruntime error %d: %s", func, what, rc, copy);
+}
+
 int opapi_phase1_enter(const char *func, const uint64_t *workspaceSize, aclOpExecutor *const *executor) {
     int rc = cannsim_enter(func);
     if (rc) return rc;
@@ -277,12 +285,7 @@ int opapi_phase1_enter(const char *func, const uint64_t *workspaceSize, aclOpExe
     if (!executor) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is NULL", func);
     /* a thread makes aclnn calls after aclrtSetDevice or aclrtSetCurrentContext (cann-abi.md §1.1); where phase
        1 would fail without one is not known, so the simulator refuses it here, as phase 2's launch does */
-    if ((rc = cannsim_require_context(func))) {
-        const char *m = cannsim_peek_error();
-        char copy[700];
-        snprintf(copy, sizeof copy, "%s", m ? m : "");
-        return cannsim_fail(ACLNN_ERR_RUNTIME_ERROR, "%s: runtime error %d: %s", func, rc, copy);
-    }
+    if ((rc = cannsim_require_context(func))) return runtime_failure(func, "", rc);
     return 0;
 }
 
@@ -382,12 +385,8 @@ aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint
     }
     rc = cannsim_launch(func, stream, kernel->run, kernel->destroy, arg, refs, snap.nin + snap.nout + 1);
     if (rc) {
-        const char *m = cannsim_peek_error();
-        char copy[700];
-        snprintf(copy, sizeof copy, "%s", m ? m : "");
-        kernel->destroy(arg);
-        rc = cannsim_fail(ACLNN_ERR_RUNTIME_ERROR, "%s: launching the kernel failed with runtime error %d: %s", func, rc,
-                          copy);
+        kernel->destroy(arg); /* (frees the argument only: the runtime's message stays pending) */
+        rc = runtime_failure(func, "launching the kernel failed with ", rc);
         goto fail;
     }
     cannsim_executor_finish(executor, 1);
