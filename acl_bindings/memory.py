@@ -7,6 +7,7 @@ aclrtMemcpyAsync, aclrtMemset, aclrtMemsetAsync.
 from __future__ import annotations
 
 import ctypes
+import os
 import weakref
 from ctypes import byref, c_void_p
 from typing import Any
@@ -24,8 +25,11 @@ __all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes", "buffer_clos
 
 #: How many device buffers have been closed in this process (a :class:`DeviceBuffer`, or an allocator's
 #: :class:`~acl_bindings.allocator.PooledBuffer` returned to its cache): buffers found open at one count are
-#: still open while it has not changed (a prepared call checks its buffers only then)
+#: still open while it has not changed (a prepared call checks its buffers only then).  A forked child counts
+#: one more: no buffer it inherited is usable there.
 buffer_closes = [0]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: buffer_closes.__setitem__(0, buffer_closes[0] + 1))
 
 _SIZE_LIMIT = 1 << 64  # ctypes would silently truncate a larger size_t
 

@@ -40,6 +40,7 @@ from .calls import ExecutorPlan
 from .errors import AclError, ClosedError
 from .memory import DeviceBuffer, buffer_closes
 from .op import ArgKind, TwoPhaseOp
+from .runtime import _check_fork, _forked
 
 __all__ = ["PreparedCall", "c_functions"]
 
@@ -240,7 +241,9 @@ class PreparedCall:
         if rc:
             recent_error_message()  # (read and cleared on this thread: the guard asks again)
         with self._device.active():
-            result = self._fast(True)  # (not returned from inside the with: see _percall.make_call)
+            # (stored, then returned after the with: an interrupt just after the call is then inside the with
+            # block, never in its exit's opening instructions, which its exception handler does not cover)
+            result = self._fast(True)
         return result
 
     def _closed_call(self) -> Any:
@@ -249,11 +252,16 @@ class PreparedCall:
                           f"this {type(self.session).__name__} is closed")
 
     def _check_buffers(self) -> None:
-        """Raise ClosedError when an array or its buffer is closed; else remember they were open at this count.
+        """Raise ClosedError when the call, its owner, an array or its buffer is closed, and ProcessForkedError
+        in a forked child (no C call there); else remember they were open at this count.
 
         After new arrays (or a rebind an interrupt or error cut short), the executor or the one-shot's
         aclTensors are first made to match the current arrays (nothing is called when they do).
         """
+        if self._closed or self.session._closed:
+            self._closed_call()
+        if _forked[0]:
+            _check_fork()  # (raises: the count is never remembered in a forked child)
         seen = buffer_closes[0]  # (read first: a close during the check changes it)
         values = self._values
         self._use_values()
@@ -263,7 +271,8 @@ class PreparedCall:
                     values[pos]._check_open()  # (raises ClosedError)
         for pos in self._tensor_positions:
             point(self, pos, values[pos].arg)
-        self._closes_seen = seen
+        if not _forked[0]:
+            self._closes_seen = seen
 
     def _use_values(self) -> None:
         """Remember the buffers of the current arrays, and the array a call returns."""
@@ -336,6 +345,7 @@ class PreparedCall:
         """
         with self.session._lock:
             self._closed = True
+            self._closes_seen = -1  # the next call checks, and raises ClosedError (see _percall.make_call)
             if self._released:
                 return
             if not self.session.closed and releases_allowed():  # (after finalize, or in a forked child: no)

@@ -40,7 +40,10 @@ set to 1 before numpy is imported (unless already set; the value used is in the 
 because the reference sums some innermost dims with a BLAS matmul.
 
 Host overhead per operator call, on the simulator, case (a) (gradOut (1,1,2,2,2)), as the
-mean of a batch of calls:
+mean of a batch of calls.  Its calls take microseconds, so one disturbance (another tenant of
+the VM, a cache or frequency change after the large cases) spoils a whole batch: each repeat
+measures every method in several rounds (``--rounds``, default 5; rotating order), so the
+minima and medians are over repeats x rounds batches, and the same calls are timed in all:
 
 * ``torch eager``: torch CPU's eager call on the same tiny tensor;
 * ``one-shot``: a :class:`~upsample3d_grad.fastpath.PreparedCall` with ``plan=False``: its
@@ -52,7 +55,7 @@ mean of a batch of calls:
   ``IntArray``, ``TwoPhaseOp``), ``Session.backward`` on device arrays (with and without
   plans);
 * ``C floor``: the same C calls made from ``benchmarks/c_floor.c``, compiled here with the
-  system ``cc`` against the simulator's libraries and run once per repeat (``one-shot,
+  system ``cc`` against the simulator's libraries and run once per round (``one-shot,
   handles per call``: the official sample's sequence, which the binding's objects and
   ``Session.backward`` without plans are compared with).
 """
@@ -312,6 +315,7 @@ class Overhead:
     """Per-call host overhead on the tiny case: method -> seconds per call, per repeat."""
 
     batch: int
+    rounds: int = 1  # measurements of each method per repeat
     methods: dict[str, Callable[[], float]] = field(default_factory=dict)
     times: dict[str, list[float]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
@@ -488,14 +492,15 @@ def measure(variants: list[Variant], ov: Overhead, repeats: int) -> None:
             for name in names[k:] + names[:k]:
                 v.times.setdefault(name, []).append(v.methods[name]())
         names = list(ov.methods)
-        k = r % len(names) if names else 0
-        for name in names[k:] + names[:k]:
-            result = ov.methods[name]()
-            if isinstance(result, dict):  # the C floor reports its sequences at once
-                for key, val in result.items():
-                    ov.times.setdefault(key, []).append(val)
-            else:
-                ov.times.setdefault(name, []).append(result)
+        for rnd in range(ov.rounds):
+            k = (r * ov.rounds + rnd) % len(names) if names else 0
+            for name in names[k:] + names[:k]:
+                result = ov.methods[name]()
+                if isinstance(result, dict):  # the C floor reports its sequences at once
+                    for key, val in result.items():
+                        ov.times.setdefault(key, []).append(val)
+                else:
+                    ov.times.setdefault(name, []).append(result)
 
 
 def _ratio(a: Optional[dict[str, float]], b: Optional[dict[str, float]]) -> Optional[dict[str, float]]:
@@ -608,7 +613,8 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
                          "information: the targets above use one thread, as torch and the floor do):",
                          [("reference ms", "reference", None), (f"{multi} ms", multi, None),
                           ("speed-up", "reference", multi), (f"{threads} threads / floor", multi, "floor")])
-    lines += ["", f"Host overhead per call, tiny case (a), batches of {ov.batch} calls:", "",
+    lines += ["", f"Host overhead per call, tiny case (a), batches of {ov.batch} calls, {ov.rounds} rounds per "
+              "repeat:", "",
               "| path | µs per call (min / median) | / torch eager |", "|---|---|---|"]
     ovs = {m: _stats(t) for m, t in ov.times.items()}
     for name, s in ovs.items():
@@ -669,12 +675,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--only", default=None, metavar="KEYS",
                         help="comma-separated variant keys to run (e.g. b,d,f,b-float16); default all")
     parser.add_argument("--no-overhead", action="store_true", help="skip the host-overhead measurements")
+    parser.add_argument("--rounds", type=int, default=None, metavar="N",
+                        help="host overhead: measurements of each method per repeat (default 5; 1 with --tiny)")
     parser.add_argument("--threads", type=int, default=1, metavar="N",
                         help="also time the reference with threads=N (N > 1; for information, off by default)")
     args = parser.parse_args(argv)
     repeats = args.repeat if args.repeat is not None else (2 if args.tiny else 5)
     if repeats < 1:
         parser.error("--repeat must be >= 1")
+    rounds = args.rounds if args.rounds is not None else (1 if args.tiny else 5)
+    if rounds < 1:
+        parser.error("--rounds must be >= 1")
     os.environ["ACL_BINDINGS_BACKEND"] = args.backend
     if args.threads < 1:
         parser.error("--threads must be >= 1")
@@ -700,11 +711,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             parser.error(f"--only: unknown variant keys {unknown}; known: {[v.key for v in variants]}")
         variants = [v for v in variants if v.key in keys]
     setup_reference(variants, torch, session, args.threads)
-    batch = 200 if args.tiny else 5000
+    batch = 200 if args.tiny else 1000
     with tempfile.TemporaryDirectory() as tmp:
-        c_floor, c_note = (build_c_floor(Path(tmp), 2000 if args.tiny else 50000)
+        c_floor, c_note = (build_c_floor(Path(tmp), 2000 if args.tiny else 10000)
                            if session is not None and not args.no_overhead else (None, "not measured"))
         ov = (Overhead(batch) if args.no_overhead else setup_overhead(batch, torch, session, c_floor, c_note))
+        ov.rounds = rounds
         measure(variants, ov, repeats)
     if session is not None:
         for extra in ov.sessions:
@@ -740,7 +752,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "calls_per_measurement": v.inner, "seconds": {m: _stats(t) for m, t in v.times.items()},
                    "raw_seconds": v.times, "notes": v.notes, "relative_difference_from_reference": v.agreement}
                   for v in variants],
-        "host_overhead": {"batch": ov.batch, "seconds_per_call": {m: _stats(t) for m, t in ov.times.items()},
+        "host_overhead": {"batch": ov.batch, "rounds": ov.rounds,
+                          "seconds_per_call": {m: _stats(t) for m, t in ov.times.items()},
                           "raw_seconds": ov.times, "notes": ov.notes, "c_calls_per_call": ov.calls,
                           "c_floor_calls_per_call": C_FLOOR_CALLS},
         "targets": targets,

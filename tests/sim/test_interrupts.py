@@ -31,6 +31,7 @@ import ctypes
 import dis
 import functools
 import gc
+import signal
 import sys
 import threading
 from typing import Any, Callable
@@ -364,3 +365,51 @@ def test_an_interrupt_at_every_line_leaks_nothing(path: str) -> None:
         if was_enabled:
             gc.enable()
     assert not failures, f"{len(failures)} of {total} lines:\n" + "\n".join(failures[:40])
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs signal.pthread_kill")
+@pytest.mark.parametrize("plan", [True, False])
+def test_a_real_ctrl_c_while_a_prepared_call_waits_for_the_lock(plan: bool) -> None:
+    """A real SIGINT while a prepared call waits for its owner's lock, which another thread holds: the lock's
+    acquire is cut short, so the call raises KeyboardInterrupt (not the RuntimeError of releasing a lock it
+    never took), makes no C call, and leaves the lock to its holder."""
+    assert threading.current_thread() is threading.main_thread()  # (where Python delivers SIGINT)
+    s = Session(0)
+    try:
+        go, gi = s.upload(SAMPLE), s.empty(IN_SIZE)
+        call = s.prepare(go, OUT_SIZE, IN_SIZE, out=gi, plan=plan)
+        holding, done, holder_error = threading.Event(), threading.Event(), []
+
+        def hold() -> None:
+            try:
+                with s._lock:
+                    holding.set()
+                    done.wait(30)
+            except BaseException as exc:  # noqa: B036 - reported below
+                holder_error.append(exc)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(30)
+        counted = ("aclrtGetCurrentContext", "aclrtSynchronizeStream", call.op.phase2_name)
+        before = [sim.call_count(f) for f in counted]
+        timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                call()
+        finally:
+            timer.cancel()
+            done.set()
+            holder.join(30)
+        assert not holder_error and not holder.is_alive()
+        assert [sim.call_count(f) for f in counted] == before and call.calls == 0
+        taken = []  # the lock is free for another thread: the interrupted call did not keep it
+        other = threading.Thread(target=lambda: taken.append(s._lock.acquire(timeout=10) and s._lock.release()))
+        other.start()
+        other.join(30)
+        assert taken == [None]
+        assert call() is gi and call.calls == 1
+        np.testing.assert_array_equal(gi.download().ravel(), EXPECTED)
+    finally:
+        s.close()

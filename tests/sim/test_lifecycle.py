@@ -285,13 +285,14 @@ def test_forked_child_gets_a_clear_error_and_exits_quietly(tmp_path: Path) -> No
             os.close(r)
             os.environ["CANN_SIM_REPORT"] = sys.argv[1]  # the child's own exit report
             seen = {}
-            for name, fn in [("backward", lambda: s.backward(S, (2, 2, 2), (2, 2, 1, 1, 1))),
+            # (the prepared calls first: before anything in the child closed a buffer, which they would notice)
+            for name, fn in [("prepared plan", plan), ("prepared one-shot", oneshot),
+                             ("backward", lambda: s.backward(S, (2, 2, 2), (2, 2, 1, 1, 1))),
                              ("module function", lambda: ug.upsample_nearest_exact3d_backward(
                                  S, (2, 2, 2), (2, 2, 1, 1, 1))),
                              ("new session", lambda: ug.Session(0)), ("download", arr.download),
                              ("upload", lambda: s.upload(S)), ("synchronize", s.synchronize),
                              ("remembered backward", lambda: s.backward(arr, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)),
-                             ("prepared plan", plan), ("prepared one-shot", oneshot),
                              ("close array", arr.close), ("close", s.close), ("close again", s.close)]:
                 try:
                     fn()

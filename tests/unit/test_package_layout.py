@@ -72,6 +72,38 @@ def test_no_call_is_returned_from_inside_a_with_block(folder: str) -> None:
     assert not found, found
 
 
+def _acquires(path: Path) -> list[str]:
+    """Calls of a lock's ``acquire`` (a call of a name or attribute ``acquire``) not made as the first statement of
+    a ``try`` whose ``except BaseException`` handler calls ``release`` (a ``with`` statement needs no check)."""
+    tree = ast.parse(path.read_text())
+    allowed = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and node.body and isinstance(node.body[0], ast.Expr):
+            handlers_release = any(
+                ast.unparse(h.type or ast.Name("BaseException")) == "BaseException"
+                and any(isinstance(c, ast.Call) and _callee(c) == "release" for c in ast.walk(h))
+                for h in node.handlers)
+            if handlers_release:
+                allowed.add(id(node.body[0].value))
+    return [f"{path.relative_to(ROOT)}:{c.lineno}: {ast.unparse(c)[:60]}" for c in ast.walk(tree)
+            if isinstance(c, ast.Call) and _callee(c) == "acquire" and id(c) not in allowed]
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+@pytest.mark.parametrize("folder", ["acl_bindings", "upsample3d_grad"])
+def test_a_lock_is_acquired_only_where_an_interrupt_cannot_leave_it_held(folder: str) -> None:
+    """A lock is taken by a ``with`` statement, or by ``acquire()`` as the first statement of a ``try`` whose
+    ``except BaseException`` handler releases it (the prepared call, :func:`acl_bindings._percall.make_call`).
+    ``acquire()`` before a ``try`` would leave the lock held by an interrupt just after it returns (README,
+    Tests)."""
+    found = [hit for path in sorted((ROOT / folder).rglob("*.py")) for hit in _acquires(path)]
+    assert not found, found
+
+
 # --------------------------------------------------------------------------- imports: one direction, no dodges
 
 PACKAGES = ("acl_bindings", "upsample3d_grad")
