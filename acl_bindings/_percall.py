@@ -164,7 +164,8 @@ def make_call(call: Any) -> Callable[..., Any]:
                                 if destroy_executor(handle):
                                     ex.value = handle
                                     left.salvage()
-                                    recent_error_message()  # the workspace's error is raised: this one's must not
+                                    # the workspace's error is raised: this one's must not linger
+                                    recent_error_message()
                                 raise
                         # phase 2 consumes a single-use executor, whether or not it succeeds (§1.3): forgotten
                         # before the call (see release_cell)
