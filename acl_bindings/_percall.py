@@ -104,20 +104,22 @@ def make_call(call: Any) -> Callable[..., Any]:
     With a plan: phase 2 of its repeatable executor.  One-shot: phase 1 on the kept tensors and arrays
     (``call._phase1_args``), the workspace grown when phase 1 asks for more, then phase 2 of that executor.
     Then the synchronisation unless ``sync=False``.  When the device is not current on the calling thread,
-    the call runs again inside the device guard (*guarded*).
+    the call runs again inside the device guard (*guarded*).  *held*: the caller holds the owner's lock (the
+    guarded call, and a call with new arrays), so the closure neither takes nor releases it.
 
     One test stands for every state change a call must notice: the count of closes
     (:data:`acl_bindings.memory.buffer_closes`) against the one the call last checked at.  A close of a buffer
     bumps the count, a fork bumps it in the child, and closing the call forgets the count it checked at; then
     ``call._check_buffers()`` raises (closed call, closed owner, forked child) or checks the arrays again.
 
-    The owner's lock (re-entrant: the guarded call takes it again) is taken by ``acquire()`` inside the ``try``
-    and released after it, not by a ``with`` statement, which costs about 0.1 us more per call.  An interrupt
-    can only come at the end of a call instruction (CPython's eval-breaker check): one just after ``acquire()``
-    returns is inside the ``try``, whose handler releases the lock.  An ``acquire()`` cut short while another
-    thread holds the lock (a signal handler that raised) leaves it not held: there ``release()`` raises
-    RuntimeError, which the handler drops.  Nothing is returned from inside the ``try``: an interrupt just after
-    ``release()`` leaves nothing held.
+    The owner's lock is taken by ``acquire()`` inside the ``try`` and released after it, not by a ``with``
+    statement, which costs about 0.1 us more per call.  Since CPython 3.11 an interrupt comes only at the end of
+    a call instruction (the eval-breaker check): one just after ``acquire()`` returns is inside the ``try``, whose
+    handler releases the lock.  Where the lock is not held when the handler runs (an ``acquire()`` cut short
+    while another thread holds the lock, by a signal handler that raised; before 3.11, an interrupt inside the
+    ``try`` before ``acquire()`` ran), ``release()`` raises RuntimeError, which the handler drops.  Nested calls
+    pass *held* and never touch the lock, so that handler can never release a hold of an outer frame.  Nothing
+    is returned from inside the ``try``: an interrupt just after ``release()`` leaves nothing held.
     """
     f, op = call._fns, call.op
     acquire, release, device = call._lock.acquire, call._lock.release, call._device
@@ -133,9 +135,10 @@ def make_call(call: Any) -> Callable[..., Any]:
         size_out, left = call._size_out, call._left
         ex = left.ex
 
-    def run(guarded: bool = False) -> Any:
+    def run(guarded: bool = False, held: bool = False) -> Any:
         try:
-            acquire()
+            if not held:
+                acquire()
             if closes[0] != call._closes_seen:  # (a close, a fork, new arrays: see above)
                 call._check_buffers()
             # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
@@ -186,12 +189,14 @@ def make_call(call: Any) -> Callable[..., Any]:
                     call._count_retry()
                 result = call._result
         except BaseException:
-            try:
-                release()
-            except RuntimeError:
-                pass  # not held: its acquire() was cut short (see above)
+            if not held:
+                try:
+                    release()
+                except RuntimeError:
+                    pass  # not held: its acquire() was cut short, or had not run (see above)
             raise
-        release()
+        if not held:
+            release()
         return result
 
     return run

@@ -243,7 +243,7 @@ class PreparedCall:
         with self._device.active():
             # (stored, then returned after the with: an interrupt just after the call is then inside the with
             # block, never in its exit's opening instructions, which its exception handler does not cover)
-            result = self._fast(True)
+            result = self._fast(True, True)  # (guarded; the lock is held)
         return result
 
     def _closed_call(self) -> Any:
@@ -304,7 +304,7 @@ class PreparedCall:
                 self._use_values()
                 # done: the other arrays were open at the count seen, the new ones now (a close since changed it)
                 self._closes_seen = seen
-            result = self._fast()
+            result = self._fast(False, True)  # (the lock is held)
         return result
 
     def _check_value(self, arr: Any, param: str) -> None:

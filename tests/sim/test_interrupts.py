@@ -413,3 +413,53 @@ def test_a_real_ctrl_c_while_a_prepared_call_waits_for_the_lock(plan: bool) -> N
         np.testing.assert_array_equal(gi.download().ravel(), EXPECTED)
     finally:
         s.close()
+
+
+class _CountingLock:
+    """A re-entrant lock that counts the acquisitions and releases made on it (by ``with`` or by the methods)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.acquires = self.releases = 0
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        got = self._lock.acquire(*args, **kwargs)
+        self.acquires += bool(got)
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+        self.releases += 1
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("plan", [True, False])
+def test_a_prepared_call_takes_its_owners_lock_once(plan: bool) -> None:
+    """Each prepared call takes the owner's lock once and releases it once, also when it runs again inside the
+    device guard (another device current) or after new arrays: the nested run never touches the lock, so its
+    interrupt handler cannot release the outer frame's hold (before CPython 3.11 an interrupt can come inside the
+    ``try`` before ``acquire()`` runs; see ``acl_bindings._percall.make_call``)."""
+    s, other = Session(0), Session(1)
+    try:
+        counting = _CountingLock()
+        s._lock = counting  # (before the call is prepared: it uses its owner's lock)
+        go, gi = s.upload(SAMPLE), s.empty(IN_SIZE)
+        go2, gi2 = s.upload(SAMPLE), s.empty(IN_SIZE)
+        call = s.prepare(go, OUT_SIZE, IN_SIZE, out=gi, plan=plan)
+        cases = [("device current", lambda: call(), s), ("another device current", lambda: call(), other),
+                 ("new arrays", lambda: call(go2, gi2), s), ("first arrays again", lambda: call(go, gi), other)]
+        for name, step, current in cases:
+            current.device.activate()
+            before = (counting.acquires, counting.releases)
+            step()
+            assert (counting.acquires - before[0], counting.releases - before[1]) == (1, 1), name
+            assert current.device.is_current(), name  # (the guard restored the caller's context)
+            np.testing.assert_array_equal(call._result.download().ravel(), EXPECTED)
+    finally:
+        s.device.activate()
+        s.close()
+        other.close()

@@ -74,17 +74,22 @@ def test_no_call_is_returned_from_inside_a_with_block(folder: str) -> None:
 
 def _acquires(path: Path) -> list[str]:
     """Calls of a lock's ``acquire`` (a call of a name or attribute ``acquire``) not made as the first statement of
-    a ``try`` whose ``except BaseException`` handler calls ``release`` (a ``with`` statement needs no check)."""
+    a ``try`` (alone, or alone under an ``if`` without ``else``) whose ``except BaseException`` handler calls
+    ``release`` (a ``with`` statement needs no check)."""
     tree = ast.parse(path.read_text())
     allowed = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and node.body and isinstance(node.body[0], ast.Expr):
-            handlers_release = any(
-                ast.unparse(h.type or ast.Name("BaseException")) == "BaseException"
-                and any(isinstance(c, ast.Call) and _callee(c) == "release" for c in ast.walk(h))
-                for h in node.handlers)
-            if handlers_release:
-                allowed.add(id(node.body[0].value))
+        if not (isinstance(node, ast.Try) and node.body):
+            continue
+        first = node.body[0]
+        if isinstance(first, ast.If) and len(first.body) == 1 and not first.orelse:
+            first = first.body[0]
+        handlers_release = any(
+            ast.unparse(h.type or ast.Name("BaseException")) == "BaseException"
+            and any(isinstance(c, ast.Call) and _callee(c) == "release" for c in ast.walk(h))
+            for h in node.handlers)
+        if isinstance(first, ast.Expr) and handlers_release:
+            allowed.add(id(first.value))
     return [f"{path.relative_to(ROOT)}:{c.lineno}: {ast.unparse(c)[:60]}" for c in ast.walk(tree)
             if isinstance(c, ast.Call) and _callee(c) == "acquire" and id(c) not in allowed]
 
