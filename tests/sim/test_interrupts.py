@@ -310,6 +310,9 @@ def _lines_of(setup: Callable[[], dict], op: Callable[[dict], Any]) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the interrupter models CPython 3.11+'s delivery of a signal's "
+                    "exception (at the end of a call instruction, read with dis positions); 3.9 and 3.10 deliver at "
+                    "other instructions")
 @pytest.mark.parametrize("path", list(PATHS))
 def test_an_interrupt_at_every_line_leaks_nothing(path: str) -> None:
     setup, op = PATHS[path]()
