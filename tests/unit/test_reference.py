@@ -754,3 +754,35 @@ def test_forward_known_values() -> None:
     x4 = np.arange(1, 5, dtype=np.float32).reshape(1, 1, 4, 1, 1)
     y4 = R.upsample_nearest_exact3d(x4, (10, 1, 1), 1.5, 1.0, 1.0)
     assert y4.ravel().tolist() == [1, 2, 2, 3, 4, 4, 0, 0, 0, 0]  # windows [0,1) [1,3) [3,4) [4,6)
+
+
+def _numpy_rows_view(a: np.ndarray) -> np.ndarray | None:
+    """numpy's own answer: ``a.reshape(-1, last)`` as a view, or None where that needs a copy."""
+    try:
+        return np.reshape(a, (-1, a.shape[-1]), copy=False)
+    except ValueError:
+        return None
+
+
+@pytest.mark.skipif(tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 1),
+                    reason="reshape(copy=False) is numpy 2.1+")
+@settings(max_examples=300, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=5),
+       steps=st.lists(st.sampled_from([1, 1, 2, -1]), min_size=5, max_size=5),
+       starts=st.lists(st.integers(0, 1), min_size=5, max_size=5),
+       order=st.permutations(range(5)), seed=st.integers(0, 2**16))
+def test_as_rows_is_a_view_exactly_where_numpy_has_one(shape, steps, starts, order, seed) -> None:
+    """The engine's 2-D view of the innermost rows (used by the matmul method, also as its output) is a view of
+    the same memory, equal to ``reshape(-1, last)``, and exists exactly where numpy's no-copy reshape does."""
+    base = np.random.default_rng(seed).standard_normal([n * 2 + 1 for n in shape]).astype(np.float32)
+    view = base[tuple(slice(s, s + n * abs(k), k) if k > 0 else slice(s + n - 1, None if s == 0 else s - 1, -1)
+                      for n, k, s in zip(shape, steps, starts))]
+    view = view.transpose([p for p in order if p < view.ndim])
+    got, want = passes._as_rows(view), _numpy_rows_view(view)
+    assert (got is None) == (want is None), (view.shape, view.strides)
+    if got is not None:
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, view.reshape(-1, view.shape[-1]))
+        assert np.shares_memory(got, view)
+        got[...] = 7.0  # (writeable, and writes land in the array's own memory)
+        assert (view == 7.0).all()

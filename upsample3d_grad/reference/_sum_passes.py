@@ -39,13 +39,14 @@ _FORCE_METHOD: str | None = None  # tests: force "runs", "slide" or "matmul" (in
 
 
 def _as_rows(a: np.ndarray) -> np.ndarray | None:
-    """``a`` as a 2-D view ``(-1, last dim)`` without copying, or None when strides forbid it."""
-    v = a.view()
-    try:
-        v.shape = (-1, a.shape[-1])
-    except (AttributeError, ValueError):
+    """``a`` (at least 1-D) as a 2-D view ``(-1, last dim)`` without copying, or None when strides forbid it: the
+    leading dims of more than one element must nest (each one's stride the next one's times its length)."""
+    lead = [(n, st) for n, st in zip(a.shape[:-1], a.strides[:-1]) if n != 1]
+    if any(st != st_in * n_in for (_, st), (n_in, st_in) in zip(lead, lead[1:])):
         return None
-    return v
+    row = lead[-1][1] if lead else a.strides[-1] * a.shape[-1]
+    return np.lib.stride_tricks.as_strided(a, (math.prod(a.shape[:-1]), a.shape[-1]), (row, a.strides[-1]),
+                                           writeable=a.flags.writeable)
 
 
 def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
