@@ -63,7 +63,8 @@ def _stores_result(code: Any, offset: int) -> bool:
         instructions = list(dis.get_instructions(code))
         for i, ins in enumerate(instructions):
             for later in instructions[i:]:
-                if later is not ins and (later.opcode in _CALLS or later.starts_line is not None):
+                # (starts_line: a line number or None before CPython 3.13, a bool since)
+                if later is not ins and (later.opcode in _CALLS or later.starts_line):
                     break
                 if later.opname.startswith("STORE_") or later.opname == "RETURN_VALUE":
                     found.add(ins.offset)
