@@ -143,8 +143,7 @@ def make_call(call: Any) -> Callable[..., Any]:
                 call._check_buffers()
             # the device is current (read from the runtime): nothing to switch, nothing to restore; else the
             # device guard
-            rc = 0 if guarded else get_context(context_out)
-            if not guarded and (rc or context_out.value != device.context):
+            if not guarded and ((rc := get_context(context_out)) or context_out.value != device.context):
                 result = call._guarded(rc)
             else:
                 executor: Any = None

@@ -111,7 +111,7 @@ class DeviceArray:
         ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
         """
         with self.session._lock:
-            result = self._download(out)  # (stored, not returned from inside the with: see _percall.make_call)
+            result = self._download(out)  # (stored, not returned from inside the with: README, Tests)
         return result
 
     def _download(self, out: Optional[np.ndarray]) -> np.ndarray:

@@ -261,7 +261,7 @@ class PreparedCall:
         if self._closed or self.session._closed:
             self._closed_call()
         if _forked[0]:
-            _check_fork()  # (raises: the count is never remembered in a forked child)
+            _check_fork()  # (raises: a forked child never reaches the count below)
         seen = buffer_closes[0]  # (read first: a close during the check changes it)
         values = self._values
         self._use_values()
@@ -271,8 +271,7 @@ class PreparedCall:
                     values[pos]._check_open()  # (raises ClosedError)
         for pos in self._tensor_positions:
             point(self, pos, values[pos].arg)
-        if not _forked[0]:
-            self._closes_seen = seen
+        self._closes_seen = seen
 
     def _use_values(self) -> None:
         """Remember the buffers of the current arrays, and the array a call returns."""

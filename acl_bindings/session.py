@@ -288,7 +288,7 @@ class Session:
                     converted.append(_int_tuple(value, arg.name, op.phase1_name))
                 else:
                     converted.append(float(value))
-            size = self._run(op, converted)  # (stored, not returned from inside the with: see _percall.make_call)
+            size = self._run(op, converted)  # (stored, not returned from inside the with: README, Tests)
         return size
 
     def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> int:

@@ -312,7 +312,7 @@ def setup_reference(variants: list[Variant], torch: Any, session: Any, threads: 
 
 @dataclass
 class Overhead:
-    """Per-call host overhead on the tiny case: method -> seconds per call, per repeat."""
+    """Per-call host overhead on the tiny case: method -> seconds per call, one per batch (repeats x rounds)."""
 
     batch: int
     rounds: int = 1  # measurements of each method per repeat

@@ -222,7 +222,7 @@ class Session(_generic.Session):
             # a kept plan's phase 2 needs no device guard when the device is current; a one-shot call takes one
             # anyway (TwoPhaseOp.execute), which is then the only one
             self._on_device(self._run, OP, (go, *middle, gi), plan, guard=not self.use_plans)
-        return cast(DeviceArray, gi)  # (after the with statement: see acl_bindings._percall.make_call)
+        return cast(DeviceArray, gi)  # (after the with statement: README, Tests)
 
     def _remember(self, go: DeviceArray, gi: DeviceArray, output_size: Any, input_size: Any, sd: Any, sh: Any,
                   sw: Any, layout: str, strict: bool, values: tuple[Any, ...]) -> None:
