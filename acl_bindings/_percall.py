@@ -174,15 +174,16 @@ def make_call(call: Any) -> Callable[..., Any]:
                         ws, size, executor = call._ws_ptr if nbytes else None, size_out, c_void_p(ex.value)
                         ex.value = None
                 if executor is not None:
-                    clock.pending = True  # before the work is queued: an interrupt after it must not leave it unaware
+                    clock.launched += 1  # (StreamClock.queued, right before the C call)
                     rc = phase2(ws, size, executor, stream)
                     if rc:
                         raise_for_status(rc, phase2_name)
                     if sync:
+                        mark = clock.launched
                         rc = synchronize(stream)
                         if rc:
                             raise_for_status(rc, "aclrtSynchronizeStream")
-                        clock.epoch, clock.pending = clock.epoch + 1, False  # (StreamClock.synchronized, inline)
+                        clock.done = mark  # (StreamClock.sync, inline)
                 call.calls += 1
                 if call._retry_left:  # a plan was refused: ask again now and then
                     call._count_retry()

@@ -45,33 +45,42 @@ def _rounded(nbytes: int) -> int:
 
 
 class StreamClock:
-    """When work on one stream is known to be finished.
+    """How much of the work queued on one stream is known to be finished.
 
-    The owner of the stream calls :meth:`queued` after it queues work and :meth:`synchronized`
-    after a stream synchronisation.  A block freed at epoch *e* with work pending is safe
-    once :attr:`epoch` > *e*.
+    :attr:`launched` counts the work queued on the stream (phase 2, async copies), incremented by the
+    statement right before the C call that queues it; :attr:`done` is the count a synchronisation saw
+    when it began (:meth:`sync`).  Memory used by the work counted so far is safe once ``done``
+    reaches :meth:`ready_mark`'s value.  An interrupt between the count and the queue leaves the clock
+    too cautious (one more sync before reuse), never unsafe.
     """
 
-    __slots__ = ("epoch", "pending", "synchronize")
+    __slots__ = ("launched", "done", "synchronize")
 
     def __init__(self, synchronize: Callable[[], None]) -> None:
-        self.epoch = 0
-        self.pending = False
+        self.launched = 0
+        self.done = 0
         #: waits for the stream (used when a block must be freed before it is idle)
         self.synchronize = synchronize
 
-    def queued(self) -> None:
-        """Work was queued on the stream."""
-        self.pending = True
+    @property
+    def pending(self) -> bool:
+        """Whether work may be queued that no synchronisation has waited for."""
+        return self.launched > self.done
 
-    def synchronized(self) -> None:
-        """The stream was synchronised: everything queued before is done."""
-        self.epoch += 1
-        self.pending = False
+    def queued(self) -> None:
+        """Work is about to be queued on the stream (call it right before the C call)."""
+        self.launched += 1
+
+    def sync(self, synchronize: Callable[[], Any]) -> None:
+        """Run *synchronize* (a stream synchronisation); then everything counted before it began is done."""
+        mark = self.launched
+        synchronize()
+        if mark > self.done:
+            self.done = mark
 
     def ready_mark(self) -> int:
-        """The epoch from which memory used until now is safe to reuse."""
-        return self.epoch + 1 if self.pending else self.epoch
+        """The value of :attr:`done` from which memory used until now is safe to reuse."""
+        return self.launched
 
 
 class _Block:
@@ -83,7 +92,7 @@ class _Block:
         self.ready = 0
 
     def idle(self) -> bool:
-        return self.clock is None or self.clock.epoch >= self.ready
+        return self.clock is None or self.clock.done >= self.ready
 
 
 class PooledBuffer:

@@ -225,17 +225,17 @@ class ExecutorPlan:
             k = op.outputs.index(pos)
             executor.set_output_address(k, self.outputs[k], address)
 
-    def run(self, values: Sequence[Any], workspace: Workspace, stream: Any) -> int:
+    def run(self, values: Sequence[Any], workspace: Workspace, stream: Any, clock: Any = None) -> int:
         """Point the executor at *values*' addresses and queue phase 2 on *stream* (a :class:`~acl_bindings.Stream`
         whose device is current).  Returns the workspace size."""
         for pos, tensor in self._tensors:
             address = values[pos].arg.address
             if address != tensor.address:
                 self.rebind(pos, address)
-        self.launch(workspace.reserve(self.workspace_size), stream.handle)
+        self.launch(workspace.reserve(self.workspace_size), stream.handle, clock)
         return self.workspace_size
 
-    def launch(self, workspace: Any, stream: Any) -> None:
+    def launch(self, workspace: Any, stream: Any, clock: Any = None) -> None:
         """Phase 2 of the repeatable executor, at the addresses it points at: *workspace* (an address, or None
         when the size is 0) and *stream* (a raw ``aclrtStream``) as phase 2 takes them; the device of the stream
         must be current.  The phase 2 of :meth:`run`; a :class:`acl_bindings.prepared.PreparedCall` makes its
@@ -244,6 +244,8 @@ class ExecutorPlan:
         if not self._cell.value:  # (closed: its cell is empty; never repeatable: an empty cell of its own)
             raise ClosedError("this plan's executor is closed" if self._phase2 is not None
                               else "this plan's executor is not repeatable (make_repeatable() first)")
+        if clock is not None:
+            clock.queued()  # (the statement right before the C call: see StreamClock)
         rc = self._phase2(workspace, self.phase2_size, self.phase2_executor, stream)
         self.runs += 1
         if rc:
@@ -329,7 +331,8 @@ class PlanCache:
             raise first
 
 
-def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], Optional[int]], stream: Any) -> int:
+def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], Optional[int]], stream: Any,
+             clock: Any = None) -> int:
     """Both phases of *op* once: phase 1, *workspace(size)* (an address of at least *size* bytes, or None),
     phase 2 on *stream*.  Returns the workspace size.
 
@@ -347,7 +350,7 @@ def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], O
         try:
             address = workspace(size) if size > 0 else None
             raw = stream() if callable(stream) else stream
-            op.execute(address, size, executor, c_void_p(raw) if isinstance(raw, int) else raw)
+            op.execute(address, size, executor, c_void_p(raw) if isinstance(raw, int) else raw, clock=clock)
         finally:
             executor.close()  # only destroys an executor that phase 2 did not consume
     finally:
@@ -356,7 +359,7 @@ def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], O
 
 
 def launch(op: TwoPhaseOp, values: Sequence[Any], *, plans: Optional[PlanCache], workspace: Workspace, stream: Any,
-           before_evict: Callable[[], None], key: Optional[PlanKey] = None) -> tuple[int, str]:
+           before_evict: Callable[[], None], key: Optional[PlanKey] = None, clock: Any = None) -> tuple[int, str]:
     """One call of *op* on *stream*: a kept plan from *plans* (None: one-shot), else both phases.
 
     *before_evict* runs before a plan is evicted (it synchronises the stream when work may still use
@@ -368,5 +371,5 @@ def launch(op: TwoPhaseOp, values: Sequence[Any], *, plans: Optional[PlanCache],
             key = plan_key(op, values)
         plan = plans.hit(key) or plans.miss(key, lambda: ExecutorPlan(op, values), before_evict)
         if plan is not None:
-            return plan.run(values, workspace, stream), "plan"
-    return run_once(op, values, workspace.reserve, stream), "one-shot"
+            return plan.run(values, workspace, stream, clock), "plan"
+    return run_once(op, values, workspace.reserve, stream, clock), "one-shot"

@@ -243,8 +243,10 @@ class TwoPhaseOp:
         executor.workspace_size = int(size.value)
         return int(size.value), executor
 
-    def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream | Any) -> None:
-        """Phase 2 on *stream*.  A single-use executor is consumed, whether or not it succeeds."""
+    def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream | Any, *,
+                clock: Any = None) -> None:
+        """Phase 2 on *stream*.  A single-use executor is consumed, whether or not it succeeds.  *clock*, the
+        stream's :class:`~acl_bindings.allocator.StreamClock` where it has one, counts the work."""
         if isinstance(executor, _NullExecutor):
             return
         executor._check_open()
@@ -256,6 +258,8 @@ class TwoPhaseOp:
         assert cell is not None
         device = getattr(stream, "device", None)  # (a raw call may pass no Stream: the library answers)
         with device.active() if device is not None else nullcontext():
+            if clock is not None:
+                clock.queued()
             if executor.repeatable:  # it outlives the call: marked in use (with the stream), so their close() waits
                 users: list[Resource] = [executor, stream] if isinstance(stream, Resource) else [executor]
                 rc = run_using(users, fn, address, workspace_size, cell, stream)

@@ -157,13 +157,9 @@ class Session:
         """Whether work may be queued on the stream since the last synchronisation."""
         return self.clock.pending
 
-    @_pending.setter
-    def _pending(self, value: bool) -> None:
-        self.clock.pending = bool(value)
-
     def _mark_closed(self) -> None:
         self._closed = True
-        self._pending = False
+        self.clock.done = self.clock.launched  # (synchronised by close() first)
 
     def _reset_device(self) -> None:
         # a stream, workspace or array the library refused to release still needs the device
@@ -195,14 +191,15 @@ class Session:
             self._on_device(self._synchronize_now)
 
     def _synchronize_now(self) -> None:
+        self.clock.sync(self._synchronize_raw)
+
+    def _synchronize_raw(self) -> None:
         rc = self._synchronize_stream(self.stream._as_parameter_)
         if rc:
             raise_for_status(rc, "aclrtSynchronizeStream")
-        self.clock.synchronized()
 
     def _sync(self) -> None:
-        self.stream.synchronize()
-        self.clock.synchronized()
+        self.clock.sync(self.stream.synchronize)
 
     def empty_cache(self) -> None:
         """Release the device memory the caching allocator keeps for reuse (after the stream used it)."""
@@ -294,10 +291,9 @@ class Session:
     def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> int:
         """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`; *key*:
         the values' plan key, when the caller knows it)."""
-        self.clock.pending = True  # before the work is queued: an interrupt after it must not leave the clock unaware
         size, self.last_path = launch(op, values, plans=self.plans if self.use_plans else None,
-                                      workspace=self.workspace, stream=self.stream, before_evict=self._sync_if_pending,
-                                      key=key)
+                                      workspace=self.workspace, stream=self.stream, clock=self.clock,
+                                      before_evict=self._sync_if_pending, key=key)
         self.calls += 1
         self.last_workspace_size = size
         return size

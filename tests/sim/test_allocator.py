@@ -125,7 +125,7 @@ def test_without_the_ordering_an_early_reuse_is_caught(no_leaks: None, monkeypat
         with Session(0) as s:
             go = s.upload(G)
             out = s.backward(go, *ARGS)  # queued
-            monkeypatch.setattr(StreamClock, "ready_mark", lambda self: self.epoch)  # "idle at once"
+            monkeypatch.setattr(StreamClock, "ready_mark", lambda self: self.done)  # "idle at once"
             go.close()
             with pytest.raises(AclRuntimeError) as info:
                 s.upload(3 * G)  # the same block, written while the queued kernel reads it

@@ -297,3 +297,28 @@ def test_timed_backward_waits_for_its_events(no_leaks: None, session: Session,
             session.synchronize()
     finally:
         sim.set_delay(previous)
+
+
+# --------------------------------------------------------------------------- plan-cache evictions
+
+def test_an_eviction_never_frees_under_queued_work(no_leaks: None, session: Session) -> None:
+    """More call shapes than the plan cache keeps: every miss evicts a plan (and synchronises first).  The
+    temporaries of each call (its uploaded gradOut) go back to the allocator while that call's kernel is
+    queued, so the next upload must not reuse them yet: the simulator refuses an overwrite under queued
+    work (908401), in deferred mode and under a slow kernel in the asynchronous one."""
+    previous = sim.set_delay(2)
+    try:
+        session.plans.capacity = 1
+        shapes = [((2, 2, 2), (2, 2, 1, 1, 1)), ((2, 2, 4), (2, 2, 1, 1, 2)), ((2, 4, 2), (2, 2, 1, 2, 1))]
+        for k in range(6):
+            osize, isize = shapes[k % len(shapes)]
+            go = np.full((2, 2, *osize), k + 1, np.float32)
+            with session.empty(isize) as gi:  # (NCDHW: gradInput's shape is inputSize)
+                session.backward(go, osize, isize, out=gi)
+                with session.upload(np.zeros_like(go)):  # may reuse the gradOut block only after the kernel
+                    pass
+                expected = reference.upsample_nearest_exact3d_backward(go, osize, isize)
+                np.testing.assert_array_equal(gi.download(), expected)
+        assert session.plans.misses >= 6  # every call missed and evicted
+    finally:
+        sim.set_delay(previous)
