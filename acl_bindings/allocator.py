@@ -56,10 +56,10 @@ class StreamClock:
 
     __slots__ = ("launched", "done", "synchronize")
 
-    def __init__(self, synchronize: Callable[[], None]) -> None:
+    def __init__(self, synchronize: Callable[[], Any] | None = None) -> None:
         self.launched = 0
         self.done = 0
-        #: waits for the stream (used when a block must be freed before it is idle)
+        #: waits for the stream (the stream's own method: a clock refers to no owner of its blocks)
         self.synchronize = synchronize
 
     @property
@@ -71,10 +71,11 @@ class StreamClock:
         """Work is about to be queued on the stream (call it right before the C call)."""
         self.launched += 1
 
-    def sync(self, synchronize: Callable[[], Any]) -> None:
-        """Run *synchronize* (a stream synchronisation); then everything counted before it began is done."""
+    def sync(self, synchronize: Callable[[], Any] | None = None) -> None:
+        """Synchronise the stream (with *synchronize*, else :attr:`synchronize`); then everything counted before
+        it began is done."""
         mark = self.launched
-        synchronize()
+        (synchronize or self.synchronize)()  # type: ignore[misc]
         if mark > self.done:
             self.done = mark
 
@@ -275,7 +276,7 @@ class CachingAllocator:
                 if not block.idle():
                     if not wait or block.clock is None:
                         continue
-                    block.clock.synchronize()
+                    block.clock.sync()
                 try:
                     block.buffer.close()
                 except Exception as exc:  # a refused free stays owned by its buffer (closed again later)

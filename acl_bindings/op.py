@@ -155,15 +155,19 @@ class Executor(Resource):
 class Workspace:
     """A grow-only device workspace, ordered with one stream.
 
-    :meth:`reserve` returns an address of at least *n* bytes (None for 0).  When it
-    must grow, the stream is synchronised before the smaller buffer is freed, so
-    queued work never loses its workspace.
+    :meth:`reserve` returns an address of at least *n* bytes (None for 0).  With an *allocator* (a
+    session's :class:`~acl_bindings.allocator.CachingAllocator`, and the *clock* of the stream), the
+    buffer comes from it: an outgrown one goes back to its cache stream-ordered, and an out-of-memory
+    frees the cache's idle blocks and retries.  Without one, it is a :class:`DeviceBuffer` of its own,
+    and the stream is synchronised before an outgrown one is freed.
     """
 
-    def __init__(self, device: Device, stream: Stream) -> None:
+    def __init__(self, device: Device, stream: Stream, *, allocator: Any = None, clock: Any = None) -> None:
         self.device = device
         self.stream = stream
-        self.buffer: DeviceBuffer | None = None
+        self.allocator = allocator
+        self.clock = clock
+        self.buffer: Any = None
 
     @property
     def nbytes(self) -> int:
@@ -177,14 +181,15 @@ class Workspace:
         if self.buffer is not None and not self.buffer.closed and self.buffer.nbytes >= n:
             return self.buffer.ptr
         self.release()
-        self.buffer = DeviceBuffer(self.device, n)
+        self.buffer = (DeviceBuffer(self.device, n) if self.allocator is None
+                       else self.allocator.allocate(n, self.clock))
         return self.buffer.ptr
 
     def release(self) -> None:
-        """Free the buffer after the stream has finished with it."""
+        """Give the buffer back: to the allocator's cache (stream-ordered), or freed after the stream finished."""
         if self.buffer is not None and not self.buffer.closed:
-            if not self.stream.closed and releases_allowed():  # (after aclFinalize or in a forked child: no)
-                self.stream.synchronize()
+            if self.allocator is None and not self.stream.closed and releases_allowed():
+                self.stream.synchronize()  # (after aclFinalize or in a forked child: no)
             self.buffer.close()
         self.buffer = None
 

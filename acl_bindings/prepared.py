@@ -38,7 +38,7 @@ from ._percall import Leftovers, c_functions, call_functions, explain_rebind, ma
 from ._resource import releases_allowed
 from .calls import ExecutorPlan
 from .errors import AclError, ClosedError
-from .memory import DeviceBuffer, buffer_closes
+from .memory import buffer_closes
 from .op import ArgKind, TwoPhaseOp
 from .runtime import _check_fork, _forked
 
@@ -84,7 +84,7 @@ class PreparedCall:
         self._closed = True
         self._plan: Optional[ExecutorPlan] = None  # the repeatable executor's (plan mode)
         self._bound: Optional[ExecutorPlan] = None  # the tensors and arrays of a one-shot call (no executor)
-        self._ws: Optional[DeviceBuffer] = None
+        self._ws: Any = None  # a block of the owner's allocator
         self._ws_ptr: Optional[c_void_p] = None
         self._ws_cap = 0
         self._stale: list[Any] = []  # objects of a failed plan retry whose release was refused
@@ -226,12 +226,11 @@ class PreparedCall:
         if size <= (self._ws.nbytes if self._ws is not None else 0):
             return
         if self._ws is not None:
-            self.session._sync()  # queued work may still use the smaller one
-            self._ws.close()
+            self._ws.close()  # (back to the allocator's cache, stream-ordered)
             self._ws = None
             self._ws_ptr = None
             self._ws_cap = 0
-        self._ws = DeviceBuffer(self._device, size)
+        self._ws = self.session.allocator.allocate(size, self._clock)
         self._ws_ptr = c_void_p(self._ws.ptr)
         self._ws_cap = size
 

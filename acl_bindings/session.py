@@ -70,7 +70,7 @@ class Session:
         self._prepared: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.RLock()
         #: When work on the stream is known done (the caching allocator reuses blocks by it)
-        self.clock = StreamClock(self._sync)
+        self.clock = StreamClock()
         self.backend = load_backend()
         # (before the device: an interrupt here leaves nothing to release)
         self._synchronize_stream = lib.unchecked("aclrtSynchronizeStream")
@@ -83,7 +83,8 @@ class Session:
         self.allocator = CachingAllocator(self.device)
         try:
             self.stream = Stream(self.device)
-            self.workspace = Workspace(self.device, self.stream)
+            self.clock.synchronize = self.stream.synchronize
+            self.workspace = Workspace(self.device, self.stream, allocator=self.allocator, clock=self.clock)
         except BaseException:
             if isinstance(self.__dict__.get("stream"), Stream):
                 self.stream.close()  # (interrupted after the stream was made: it needs the device)
@@ -143,7 +144,7 @@ class Session:
             steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
             steps += [call.close for call in list(self._prepared)]
             steps += [arr.close for arr in list(self._arrays)]
-            steps += [self._mark_closed, self.plans.clear, self.allocator.release_all, self.workspace.release,
+            steps += [self._mark_closed, self.plans.clear, self.workspace.release, self.allocator.release_all,
                       self.stream.close, self._reset_device]
             run_all(steps)
 
@@ -199,12 +200,13 @@ class Session:
             raise_for_status(rc, "aclrtSynchronizeStream")
 
     def _sync(self) -> None:
-        self.clock.sync(self.stream.synchronize)
+        self.clock.sync()
 
     def empty_cache(self) -> None:
-        """Release the device memory the caching allocator keeps for reuse (after the stream used it)."""
+        """Release the device memory kept for reuse, the workspace included (after the stream used it)."""
         with self._lock, self._active():
             self._sync()
+            self.workspace.release()  # (kept between calls: it is memory no call uses now)
             self.allocator.empty_cache()
 
     def _sync_if_pending(self) -> None:

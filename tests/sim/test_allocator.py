@@ -176,3 +176,27 @@ def test_raw_memory_of_a_pooled_block_is_the_array_s(session: Session) -> None:
     with pytest.raises(ValueError, match="outside"):
         arr.buffer.download(np.empty(G.size + 1, np.float32))
     arr.close()
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["backward", "prepare"])
+def test_an_out_of_memory_workspace_frees_idle_blocks_and_retries(no_leaks: None, session: Session,
+                                                                  prepared: bool) -> None:
+    """A workspace is memory of the session's allocator too: when its aclrtMalloc runs out of memory, the
+    allocator frees its idle blocks and retries, instead of failing with 207001 while memory sits idle."""
+    go, gi = session.upload(G), session.empty(ARGS[1])
+    session.upload(np.ones((1, 1, 16, 16, 16), np.float32)).close()  # an idle cached block (16 KiB)
+    assert session.allocator.cached_bytes > 0
+    frees = sim.call_count("aclrtFree")
+    sim.set_fault("aclrtMalloc:1:207001")  # the next aclrtMalloc, the workspace's, is out of memory
+    try:
+        if prepared:
+            with session.prepare(go, *ARGS, out=gi) as call:
+                call()
+        else:
+            session.backward(go, *ARGS, out=gi)
+    finally:
+        sim.set_fault(None)
+    assert sim.call_count("aclrtFree") > frees and session.allocator.cached_bytes < 16384
+    np.testing.assert_array_equal(gi.download(), WANT)
+    go.close()
+    gi.close()

@@ -35,6 +35,7 @@ from acl_bindings import (
     sim,
 )
 from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
+from acl_bindings.allocator import StreamClock
 from upsample3d_grad import Session, reference
 from upsample3d_grad.session import DeviceArray
 
@@ -137,7 +138,10 @@ def test_without_the_sync_a_numpy_call_fails(no_leaks: None, deferred: None, ses
 
 # --------------------------------------------------------------------------- workspace reuse and growth
 
-def test_a_reused_workspace_needs_no_sync_a_grown_one_does(no_leaks: None, session: Session) -> None:
+def test_a_reused_or_grown_workspace_needs_no_sync(no_leaks: None, session: Session) -> None:
+    """The workspace is a block of the session's allocator: reused as it is, and when it grows the outgrown
+    block goes back to the cache stream-ordered (reused only once the stream passed the kernels that use it),
+    so neither waits for the stream."""
     small = [session.upload(k * SAMPLE) for k in range(1, 5)]
     outs = [session.empty(ARGS[1]) for _ in small]
     syncs = sim.call_count("aclrtSynchronizeStream")
@@ -149,7 +153,9 @@ def test_a_reused_workspace_needs_no_sync_a_grown_one_does(no_leaks: None, sessi
     with session.upload(g) as go, session.empty(BIG[1]) as out:
         session.backward(go, *BIG, out=out)  # grows the workspace while the small kernels are queued
         assert session.last_workspace_size > small_ws
-        assert sim.call_count("aclrtSynchronizeStream") > syncs  # the old workspace was freed after a sync
+        assert sim.call_count("aclrtSynchronizeStream") == syncs  # growth: nothing waited for either
+        with session.upload(SAMPLE):  # the outgrown block's size: it must not be handed out yet
+            pass
         np.testing.assert_allclose(out.download(), reference.upsample_nearest_exact3d_backward(g, *BIG),
                                    rtol=1e-5, atol=1e-5)
     for k, out in enumerate(outs, 1):
@@ -158,19 +164,18 @@ def test_a_reused_workspace_needs_no_sync_a_grown_one_does(no_leaks: None, sessi
         arr.close()
 
 
-def test_without_the_sync_growing_the_workspace_fails(no_leaks: None, deferred: None, session: Session,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_stream_order_a_grown_workspace_is_reused_too_early(
+        no_leaks: None, deferred: None, session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
     go, out = session.upload(SAMPLE), session.empty(ARGS[1])
     session.backward(go, *ARGS, out=out)  # queued, using the small workspace
     big_go, big_out = session.upload(_big_input(2)), session.empty(BIG[1])
-    _no_sync(monkeypatch)
+    monkeypatch.setattr(StreamClock, "ready_mark", lambda self: self.done)  # "idle at once"
+    session.backward(big_go, *BIG, out=big_out)  # the small workspace goes back to the cache
     with pytest.raises(AclRuntimeError) as info:
-        session.backward(big_go, *BIG, out=big_out)
-    _pending_error(info)
-    assert session.workspace.buffer is not None and not session.workspace.buffer.closed  # kept, not leaked
+        session.upload(SAMPLE)  # handed the small workspace's block, which the queued kernel still uses
+    _pending_error(info, "aclrtMemcpy", "overwriting")
     del info
     monkeypatch.undo()
-    session.backward(big_go, *BIG, out=big_out)  # now it grows properly
     assert out.download().ravel().tolist() == EXPECTED
     for arr in (go, out, big_go, big_out):
         arr.close()
