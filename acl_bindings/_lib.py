@@ -36,7 +36,7 @@ from typing import Any, Callable, cast
 
 from . import _config, _loader
 from ._codes import ACLNN_ERR_INNER_NULLPTR
-from ._resource import Resource, run_using
+from ._resource import STATE, Resource, exit_error, run_using
 from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, ClosedError, LibraryNotFoundError
 from .prototypes import HOLDS_GIL, OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
@@ -68,7 +68,15 @@ def recent_error_message() -> str:
 def raise_for_status(status: int, func: str) -> None:
     """Raise the :class:`AclError` of a non-zero *status* returned by the C function *func* (a no-op for 0)."""
     if status:
-        raise AclError.from_status(int(status), func, recent_error_message())
+        raise failure(int(status), func)
+
+
+def failure(status: int, func: str) -> Exception:
+    """The exception of a non-zero *status* from *func*: its :class:`AclError` (with this thread's recent error
+    message), or, once ACL was released at interpreter exit, the one :func:`exit_error` of every such call."""
+    if STATE.exiting:
+        return exit_error(func)
+    return AclError.from_status(status, func, recent_error_message())
 
 
 def _argument_error(name: str, args: tuple[Any, ...], exc: ctypes.ArgumentError) -> BaseException:
@@ -127,12 +135,14 @@ def _bind(fn: Any, argtypes: tuple[Any, ...]) -> Callable[..., Any]:
 
 def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:
     if result:
-        raise AclError.from_status(result, func.__name__, recent_error_message())
+        raise failure(result, func.__name__)
     return result
 
 
-def null_handle_error(func: str) -> AclError:
+def null_handle_error(func: str) -> Exception:
     """The error of a handle constructor *func* that returned NULL (code 561103)."""
+    if STATE.exiting:
+        return exit_error(func)
     return AclError.from_status(ACLNN_ERR_INNER_NULLPTR, func, recent_error_message() or f"{func} returned NULL")
 
 

@@ -45,6 +45,13 @@ class _ProcessState:
 
     pid: int | None = None  # the process that initialised ACL (None until then)
     finalized: bool = False
+    exiting: bool = False  # the interpreter is exiting: ACL is (being) released under any thread still calling
+
+
+def exit_error(func: str) -> ClosedError:
+    """The one error of a call that fails because ACL was released at interpreter exit (a daemon thread's)."""
+    return ClosedError(f"{func}: not run: ACL was released at interpreter exit (a thread still calling then, "
+                       "such as a daemon thread, cannot use it any more)")
 
 
 STATE = _ProcessState()

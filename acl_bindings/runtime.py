@@ -32,8 +32,8 @@ from ctypes import byref, c_int32, c_size_t, c_uint32, c_void_p
 from typing import Any
 
 from . import _codes, _loader
-from ._lib import lib, raise_for_status, recent_error_message
-from ._resource import STATE, Resource, release_cell
+from ._lib import failure, lib, raise_for_status, recent_error_message
+from ._resource import STATE, Resource, exit_error, release_cell
 from .enums import MemAttr
 from .errors import AclError, AclParamError, ProcessForkedError
 
@@ -70,6 +70,8 @@ def ensure_initialized() -> None:
     _check_fork()
     if _initialized and not STATE.finalized:
         return
+    if STATE.exiting:
+        raise exit_error("aclInit")
     with _init_lock:
         if STATE.finalized:  # its handles would never be released: refuse instead of leaking silently
             raise AclError.from_status(
@@ -114,6 +116,7 @@ def _release(at_exit: bool) -> None:
 
 
 def _finalize_at_exit() -> None:
+    STATE.exiting = True  # (first: a call failing from here on says why, in one error type)
     try:
         _release(at_exit=True)
     except AclError:
@@ -144,10 +147,10 @@ def current_context() -> int:
     rc = fn(out)
     if not rc:
         return out.value or 0
-    message = recent_error_message()  # read (and clear) it on this thread in both cases
     if rc == _codes.ACL_ERROR_RT_CONTEXT_NULL:
+        recent_error_message()  # (read on this thread: no context is not an error here)
         return 0
-    raise AclError.from_status(rc, "aclrtGetCurrentContext", message)
+    raise failure(rc, "aclrtGetCurrentContext")
 
 
 def _set_current(ctx: int) -> None:

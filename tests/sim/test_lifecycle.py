@@ -196,6 +196,57 @@ def test_exit_while_a_daemon_thread_is_inside_a_long_call(tmp_path: Path) -> Non
     assert report["aclFinalizeReference"] == 1 and report["initialized_at_exit"] is False
 
 
+def test_daemon_threads_calling_at_exit_fail_with_one_clear_error(tmp_path: Path) -> None:
+    """Threads still calling every public path when the interpreter exits: ACL is released under them, and
+    every call that fails then raises the one ClosedError that says so (never an error about aclInit), and
+    nothing crashes.  Each thread writes the error it got to a file (what a daemon thread prints to stderr may
+    be cut short by the exit)."""
+    code = """
+        import os, sys, threading, time
+        import numpy as np
+        import upsample3d_grad as ug
+        S = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+        def reported(body):
+            def run():
+                try:
+                    body()
+                except BaseException as exc:
+                    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                    os.write(fd, f"{type(exc).__name__}: {exc}\\n".encode())
+                    os.close(fd)
+                    raise
+            return run
+        def session_calls():
+            s = ug.Session(0)
+            go, gi = s.upload(S), s.empty((2, 2, 1, 1, 1))
+            call = s.prepare(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)
+            while True:
+                s.backward(S, (2, 2, 2), (2, 2, 1, 1, 1))
+                s.backward(go, (2, 2, 2), (2, 2, 1, 1, 1), out=gi)
+                call()
+        def module_calls():
+            while True:
+                ug.upsample_nearest_exact3d_backward(S, (2, 2, 2), (2, 2, 1, 1, 1))
+        for target in (session_calls, session_calls, module_calls, module_calls):
+            threading.Thread(target=reported(target), daemon=True).start()
+        time.sleep(0.3)
+        print("exiting")
+    """
+    seen: list[str] = []
+    for k in range(5):
+        errors = tmp_path / f"errors{k}.txt"
+        proc, report = _run(code, tmp_path, args=(str(errors),), timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "exiting\n"
+        assert "Fatal Python error" not in proc.stderr and "Segmentation" not in proc.stderr
+        assert "aclInit was not called" not in proc.stderr and "ACL_ERROR_UNINITIALIZE" not in proc.stderr, \
+            proc.stderr
+        assert report["aclFinalizeReference"] == 1
+        seen += errors.read_text().splitlines() if errors.exists() else []
+    assert seen, "no thread was caught calling at exit: the test did not exercise the window"
+    assert all(line.startswith("ClosedError: ") and "released at interpreter exit" in line for line in seen), seen
+
+
 def test_another_component_initialised_first(tmp_path: Path) -> None:
     """aclInit's 100002 is success and one reference: at exit this one releases it (aclFinalizeReference) and
     the other component's reference keeps the runtime up; plain aclFinalize is never called."""
