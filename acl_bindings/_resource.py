@@ -33,7 +33,7 @@ import threading
 import time
 import weakref
 from ctypes import c_void_p
-from typing import Any, Callable, Iterator, TypeVar, cast
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, cast
 
 from .errors import ClosedError
 
@@ -125,6 +125,22 @@ def _close_live(obj: Resource, thread: int) -> bool:
 
 def _pause() -> None:
     time.sleep(0.0005)
+
+
+def run_all(steps: Sequence[Callable[[], Any]]) -> None:
+    """Run every step even when one fails, then raise the first error (a failed release must not leak the rest)."""
+    first: Optional[Exception] = None
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        try:
+            raise first
+        finally:
+            first = None  # no cycle through this frame: what is left is released by reference counting
 
 
 def releases_allowed() -> bool:

@@ -9,7 +9,6 @@ ctypes refuses an ``aclIntArray*`` where an ``aclTensor*`` is expected.
 from __future__ import annotations
 
 import ctypes
-import operator
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_void_p
 
 # typedef int aclError;
@@ -44,29 +43,6 @@ class c_int_result(ctypes.c_int):
     """An ``int`` result that is a value, not a status (sim-only setters return the previous value)."""
 
 
-def index_arg(what: str, value: object) -> int:
-    """*value* as an int (a Python or numpy integer; not a bool, not a float), or TypeError naming *what*."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        return operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{what}: expected an int, got {type(value).__name__} {value!r}") from None
-
-
-def int32_arg(what: str, value: object, minimum: int = -(2 ** 31), rule: str = "") -> int:
-    """*value* checked for an ``int32_t`` parameter: TypeError / ValueError naming *what* otherwise.
-
-    ctypes converts an out-of-range Python int to ``c_int32`` by silently dropping the high
-    bits (``2**32 + 5`` arrives as 5), so an int32 argument a caller chooses is checked here
-    first.  *rule* describes the accepted values in the message (default: the range).
-    """
-    number = index_arg(what, value)
-    if not minimum <= number < 2 ** 31:
-        raise ValueError(f"{what}: expected {rule or f'an int in [{minimum}, 2**31)'}, got {number}")
-    return number
-
-
 #: ``const char *`` results that the library owns (never freed by us).
 c_str = c_char_p
 
@@ -78,5 +54,5 @@ HANDLE_TYPES = (aclTensor_p, aclIntArray_p)
 __all__ = [
     "aclError", "aclnnStatus", "c_enum", "aclrtStream", "aclrtContext", "aclrtEvent",
     "aclTensor", "aclIntArray", "aclOpExecutor", "aclTensor_p", "aclIntArray_p", "aclOpExecutor_p",
-    "c_str", "c_int_result", "STATUS_TYPES", "HANDLE_TYPES", "c_int32", "index_arg", "int32_arg",
+    "c_str", "c_int_result", "STATUS_TYPES", "HANDLE_TYPES", "c_int32",
 ]

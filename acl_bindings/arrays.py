@@ -9,21 +9,17 @@ view within its buffer, a writable ``out`` whose elements do not share memory) a
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 import numpy as np
 
-from ._resource import releases_allowed
-from ._types import index_arg
+from ._resource import releases_allowed, run_all
 from .allocator import PooledBuffer
-from .calls import TensorArg, run_all
 from .enums import Format
 from .errors import AclnnParamError, ClosedError
 from .memory import DeviceBuffer
-from .meta import Tensor, contiguous_strides, overlap_problem
-
-if TYPE_CHECKING:  # (the session makes its arrays: a type-only import)
-    from .session import Session
+from .meta import Tensor, TensorArg, contiguous_strides, overlap_problem
+from .values import index_arg
 
 __all__ = ["DeviceArray", "check_extent", "positive_strides", "offset_in_base"]
 
@@ -61,7 +57,7 @@ class DeviceArray:
         session's plans describe the memory themselves).
     """
 
-    def __init__(self, session: Session, buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
+    def __init__(self, session: Any, buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
                  layout: str, strides: tuple[int, ...], offset: int) -> None:
         self.session = session
         self.buffer = buffer

@@ -16,10 +16,10 @@ import numpy as np
 
 from ._lib import lib, raise_for_status
 from ._resource import ClosedParameter, Resource, in_use, release_cell
-from ._types import index_arg, int32_arg
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device
 from .streams import Stream
+from .values import index_arg, int32_arg
 
 __all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes", "buffer_closes"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from ctypes import c_int64, c_void_p, cast
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -21,7 +21,29 @@ from ._types import aclIntArray_p, aclTensor_p
 from .enums import DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
 
-__all__ = ["Tensor", "IntArray", "contiguous_strides", "view_extent", "overlap_problem"]
+__all__ = ["Tensor", "IntArray", "TensorArg", "contiguous_strides", "view_extent", "overlap_problem"]
+
+
+class TensorArg(NamedTuple):
+    """How a tensor argument is described to the library: an aclTensor over memory the call does not own.
+
+    *strides* and *offset* are in elements, *address* is the start of the storage (the view starts
+    *offset* elements in), *format* an ``aclFormat``, *storage_dims* the storage shape.
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    strides: tuple[int, ...]
+    offset: int
+    format: int
+    storage_dims: tuple[int, ...]
+    address: int
+
+    @property
+    def arg(self) -> TensorArg:
+        """Itself (a device array's ``arg`` is its description)."""
+        return self
+
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:

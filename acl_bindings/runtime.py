@@ -35,7 +35,7 @@ from . import _codes, _loader
 from ._lib import failure, lib, raise_for_status, recent_error_message
 from ._resource import STATE, Resource, exit_error, release_cell
 from .enums import MemAttr
-from .errors import AclError, AclParamError, ProcessForkedError
+from .errors import AclError, AclParamError, ClosedError, ProcessForkedError
 
 __all__ = [
     "ensure_initialized", "finalize", "device_count", "soc_name", "cann_version", "acl_version",
@@ -119,7 +119,7 @@ def _finalize_at_exit() -> None:
     STATE.exiting = True  # (first: a call failing from here on says why, in one error type)
     try:
         _release(at_exit=True)
-    except AclError:
+    except (AclError, ClosedError):
         pass  # nothing useful can be done at interpreter exit; never print from here
 
 

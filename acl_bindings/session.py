@@ -1,8 +1,8 @@
 """The Session: a device, its stream, a reusable workspace, a caching allocator and the device arrays it makes.
 
 Generic: it names no operator.  :meth:`Session.run` queues one call of any declared operator
-(:class:`acl_bindings.TwoPhaseOp`) on the session's device arrays, through :mod:`acl_bindings.calls`
-(a kept plan per call shape, or one-shot).  An operator package subclasses :class:`Session` for its
+(:class:`acl_bindings.TwoPhaseOp`) on the session's device arrays, through :mod:`acl_bindings.engine`
+(a kept call per call shape: a plan, or one-shot).  An operator package subclasses :class:`Session` for its
 own entry points, with the host checks of its operator, and :class:`DeviceArray` for its layouts.
 
 Every public method makes the session's context current on the calling thread for the call, and
@@ -16,25 +16,25 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from ctypes import c_void_p
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
-from ._lib import lib, raise_for_status, recent_error_message
 from ._loader import load as load_backend
-from ._resource import releases_allowed
+from ._resource import releases_allowed, run_all
 from .allocator import CachingAllocator, PooledBuffer, StreamClock
 from .arrays import DeviceArray, check_extent, offset_in_base, positive_strides
-from .calls import PlanCache, PlanKey, launch, run_all
+from .engine import Call, CallCache, PlanKey, plan_key
 from .errors import AclnnParamError, ClosedError
 from .memory import host_bytes, host_span
 from .meta import contiguous_strides
 from .op import ArgKind, TwoPhaseOp, Workspace
-from .runtime import Device, _forked
+from .prepared import PreparedCall
+from .runtime import Device
 from .streams import Stream
+from .values import int_tuple
 
-__all__ = ["Session", "DeviceArray", "check_extent"]
+__all__ = ["Session", "PreparedCall", "DeviceArray", "check_extent"]
 
 _A = TypeVar("_A", bound="DeviceArray")
 _S = TypeVar("_S", bound="Session")
@@ -65,25 +65,21 @@ class Session:
     def __init__(self, device_id: int = 0, *, plans: bool = True) -> None:
         self._closed = True
         self.use_plans = plans
-        self.plans = PlanCache()
+        #: The kept :class:`~acl_bindings.engine.Call` of each call shape (plans, and one-shot calls)
+        self.plans = CallCache()
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
         self._prepared: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.RLock()
         #: When work on the stream is known done (the caching allocator reuses blocks by it)
         self.clock = StreamClock()
         self.backend = load_backend()
-        # (before the device: an interrupt here leaves nothing to release)
-        self._synchronize_stream = lib.unchecked("aclrtSynchronizeStream")
-        # the current-context test of calls under the lock (_device_is_current): the runtime's answer, read into
-        # a cell of the session
-        self._get_context = lib.unchecked("aclrtGetCurrentContext")
-        self._context_out = c_void_p()  # (passed itself: see Lib.unchecked)
         self.device = Device(device_id)
         #: The device memory of the session's arrays and temporaries, cached between calls
         self.allocator = CachingAllocator(self.device)
         try:
             self.stream = Stream(self.device)
-            self.clock.synchronize = self.stream.synchronize
+            stream = self.stream
+            self.clock.synchronize = lambda: stream.synchronize()  # (the stream's, never the session's)
             self.workspace = Workspace(self.device, self.stream, allocator=self.allocator, clock=self.clock)
         except BaseException:
             if isinstance(self.__dict__.get("stream"), Stream):
@@ -111,26 +107,6 @@ class Session:
         self._check_open()
         return self.device.active()
 
-    def _device_is_current(self) -> bool:
-        """Whether the device's context is the calling thread's current one, read from the runtime: for calls under
-        the lock, which need no device guard then (nothing to switch, nothing to restore).  False in a forked
-        child (the guard refuses it)."""
-        if _forked[0]:  # (no C call in a forked child)
-            return False
-        if self._get_context(self._context_out):
-            recent_error_message()  # (read and cleared on this thread: the guard asks again)
-            return False
-        return self._context_out.value == self.device.context
-
-    def _on_device(self, fn: Callable[..., Any], *args: Any, guard: bool = False) -> None:
-        """``fn(*args)`` under the lock with the device current: directly when it already is
-        (:meth:`_device_is_current`), else inside the device guard (always, with *guard*)."""
-        if not guard and self._device_is_current():
-            fn(*args)
-        else:
-            with self.device.active():
-                fn(*args)
-
     def close(self) -> None:
         """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
 
@@ -142,7 +118,7 @@ class Session:
             if self._closed and self.device.closed:
                 return
             steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
-            steps += [call.close for call in list(self._prepared)]
+            steps += [call._release for call in list(self._prepared)]
             steps += [arr.close for arr in list(self._arrays)]
             steps += [self._mark_closed, self.plans.clear, self.workspace.release, self.allocator.release_all,
                       self.stream.close, self._reset_device]
@@ -166,7 +142,7 @@ class Session:
         # a stream, workspace or array the library refused to release still needs the device
         if (self.stream.closed and self.workspace.buffer is None and not self.allocator.holds_memory
                 and all(a.closed for a in list(self._arrays))
-                and all(call._released for call in list(self._prepared))):
+                and all(call._call.closed for call in list(self._prepared))):
             self.device.close()
 
     def __enter__(self: _S) -> _S:
@@ -181,23 +157,10 @@ class Session:
         return f"<Session device={self.device.id} backend={self.backend.kind} ({kind}) {state}>"
 
     def synchronize(self) -> None:
-        """Wait for all work queued on the session's stream.
-
-        It holds the session's lock, as every call that queues work does: so the stream cannot be closed
-        under it.  When the session's device is current, that is two C calls: the current-context test and
-        the synchronisation on the stream's raw handle; else inside the device guard.
-        """
-        with self._lock:
-            self._check_open()
-            self._on_device(self._synchronize_now)
-
-    def _synchronize_now(self) -> None:
-        self.clock.sync(self._synchronize_raw)
-
-    def _synchronize_raw(self) -> None:
-        rc = self._synchronize_stream(self.stream._as_parameter_)
-        if rc:
-            raise_for_status(rc, "aclrtSynchronizeStream")
+        """Wait for all work queued on the session's stream (under the session's lock, as every call that queues
+        work: so the stream cannot be closed under it)."""
+        with self._lock, self._active():
+            self._sync()
 
     def _sync(self) -> None:
         self.clock.sync()
@@ -264,58 +227,62 @@ class Session:
     def run(self, op: TwoPhaseOp, *values: Any) -> int:
         """Queue one call of any declared operator *op* on the session's stream (no host checks, no sync).
 
-        *values* follow *op*'s schema (:mod:`acl_bindings.calls`): a :class:`DeviceArray` of this
+        *values* follow *op*'s schema (:mod:`acl_bindings.engine`): a :class:`DeviceArray` of this
         session for each tensor, a sequence of ints for each int array, a float for each double.
-        Plans are kept per call shape as for :meth:`backward`.  Returns the workspace size.
+        Calls are kept per call shape as for :meth:`backward`.  Returns the workspace size.
         """
         with self._lock, self._active():
-            if len(values) != len(op.schema):
-                raise TypeError(f"{op.phase1_name}: expected {len(op.schema)} arguments "
-                                f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
-            converted: list[Any] = []
-            for arg, value in zip(op.schema, values):
-                if arg.is_tensor:
-                    if not isinstance(value, DeviceArray):
-                        raise AclnnParamError(161002, op.phase1_name, f"{arg.name}: expected a DeviceArray, "
-                                                                      f"got {type(value).__name__}")
-                    value._check_open()
-                    if value.session is not self:
-                        raise AclnnParamError(161002, op.phase1_name,
-                                              f"{arg.name}: this DeviceArray belongs to another Session")
-                    converted.append(value)
-                elif arg.kind is ArgKind.INT_ARRAY:
-                    converted.append(_int_tuple(value, arg.name, op.phase1_name))
-                else:
-                    converted.append(float(value))
-            size = self._run(op, converted)  # (stored, not returned from inside the with: README, Tests)
+            size = self._run(op, self.values_of(op, values)).workspace_size
         return size
 
-    def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> int:
-        """Every session call of an operator reaches the library here (:func:`acl_bindings.calls.launch`; *key*:
-        the values' plan key, when the caller knows it)."""
-        size, self.last_path = launch(op, values, plans=self.plans if self.use_plans else None,
-                                      workspace=self.workspace, stream=self.stream, clock=self.clock,
-                                      before_evict=self._sync_if_pending, key=key)
+    def values_of(self, op: TwoPhaseOp, values: Sequence[Any]) -> list[Any]:
+        """*values* checked against *op*'s schema: open device arrays of this session for the tensors (161002
+        naming the argument otherwise), tuples of ints, floats."""
+        if len(values) != len(op.schema):
+            raise TypeError(f"{op.phase1_name}: expected {len(op.schema)} arguments "
+                            f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
+        converted: list[Any] = []
+        for arg, value in zip(op.schema, values):
+            if arg.is_tensor:
+                self.own_array(value, arg.name, op.phase1_name)
+                converted.append(value)
+            elif arg.kind is ArgKind.INT_ARRAY:
+                converted.append(int_tuple(value, arg.name, op.phase1_name))
+            else:
+                converted.append(float(value))
+        return converted
+
+    def own_array(self, value: Any, param: str, func: str) -> None:
+        """161002 naming *param* unless *value* is an open :class:`DeviceArray` of this session (ClosedError when
+        it is closed)."""
+        if not isinstance(value, DeviceArray):
+            raise AclnnParamError(161002, func, f"{param}: expected a DeviceArray, got {type(value).__name__}")
+        value._check_open()
+        if value.session is not self:
+            raise AclnnParamError(161002, func, f"{param}: this DeviceArray belongs to another Session (device "
+                                                f"{value.session.device.id}); upload the data to this one")
+
+    def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> Call:
+        """Every session call of an operator reaches the library here: the kept :class:`Call` of its shape (made
+        and kept on a miss), run on the session's stream; the lock is held and the device current.  *key*: the
+        values' plan key, when the caller knows it.  Returns the call."""
+        if key is None:
+            key = plan_key(op, values)
+        call = self.plans.get(key)
+        if call is None:
+            call = self.plans.add(key, Call(op, values, plan=self.use_plans), self._sync_if_pending)
+        size = call.run(values, self.workspace, self.stream, self.clock)
         self.calls += 1
         self.last_workspace_size = size
-        return size
+        self.last_path = "plan" if call.plan else "one-shot"
+        return call
 
-    def _register_prepared(self, call: Any) -> None:
-        self._prepared.add(call)
+    def prepare_call(self, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True,
+                     sync: bool = True) -> PreparedCall:
+        """A :class:`PreparedCall` of *op* on *values* (:meth:`values_of`), owned by the caller."""
+        return PreparedCall(self, op, values, plan=plan, sync=sync)
 
     @staticmethod
     def _track(arr: _A, owned: list[_A]) -> _A:
         owned.append(arr)
         return arr
-
-
-def _int_tuple(values: Any, param: str, func: str) -> tuple[int, ...]:
-    """An int array argument: a sequence of ints (161002 naming *param* otherwise)."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise AclnnParamError(161002, func, f"{param}: expected a sequence of ints, got {type(values).__name__}")
-    out = []
-    for v in values:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise AclnnParamError(161002, func, f"{param}: expected ints, got {type(v).__name__} {v!r}")
-        out.append(int(v))
-    return tuple(out)

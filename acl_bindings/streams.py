@@ -11,8 +11,8 @@ from ctypes import byref, c_float, c_void_p
 
 from ._lib import lib, raise_for_status
 from ._resource import ClosedParameter, Resource, in_use, release_cell
-from ._types import int32_arg
 from .runtime import Device
+from .values import int32_arg
 
 __all__ = ["Stream", "Event"]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .calls import TensorArg
 from .enums import BFLOAT16
+from .meta import TensorArg
 
 __all__ = ["torch_module", "is_tensor", "host_view", "tensor_to_numpy", "numpy_to_tensor",
            "TensorDescription"]

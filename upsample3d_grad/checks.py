@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -56,7 +55,7 @@ from .op import PHASE1, layout_format, physical_shape, result_shape
 __all__ = [
     "PHASE1", "TensorSpec", "BadCase", "BAD_CASES", "GOOD_CASES", "MixedScalesWarning", "check_params",
     "normalize_scales", "scale_triple", "spec_of", "layout_format", "int_sequence", "MAX_SCALE", "SUPPORTED_NAMES",
-    "overlap_problem", "check_output_memory", "physical_shape", "result_shape", "cached_check_params",
+    "overlap_problem", "check_output_memory", "physical_shape", "result_shape",
 ]
 
 MAX_SCALE = 50.0
@@ -154,56 +153,6 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
             f"scales (scalesD, scalesH, scalesW) = {scales}: only some are > 0, so CANN ignores all three "
             f"(ignored: {', '.join(f'{nm}={s!r}' for nm, s in zip(SCALE_NAMES, scales) if s > 0)}) and uses "
             "outputSize/inputSize in every dim. Pass all three scales or none."), stacklevel=3)
-    return used
-
-
-#: Arguments that passed :func:`check_params` (most recent last), with the scales it returned
-_CHECK_CACHE: OrderedDict[tuple[Any, ...], tuple[float, float, float]] = OrderedDict()
-_CHECK_CACHE_SIZE = 256
-
-
-def _plain_ints(values: Any) -> Optional[tuple[int, ...]]:
-    if type(values) not in (tuple, list):
-        return None
-    if not all(type(v) is int for v in values):
-        return None
-    return tuple(values)
-
-
-def cached_check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: Any,
-                        scales_d: Any, scales_h: Any, scales_w: Any, grad_in: Optional[TensorSpec], *,
-                        strict: bool = True) -> tuple[float, float, float]:
-    """:func:`check_params`, remembering the arguments that passed.
-
-    The checks depend only on their arguments, so a repeated call with the same specs, sizes,
-    scales and *strict* skips them.  Only plain arguments are remembered: sizes as tuples or
-    lists of ``int``, scales as ``None``, ``int`` or ``float``, all three scales > 0 or none
-    (a mixed set warns on every call).  Anything else, and every failure, goes through
-    :func:`check_params` each time.
-
-    Returns
-    -------
-    tuple of float
-        The scales as CANN applies them (as :func:`check_params`).
-    """
-    osz = _plain_ints(output_size)
-    isz = _plain_ints(input_size)
-    raw = (scales_d, scales_h, scales_w)
-    key: Optional[tuple[Any, ...]] = None
-    if (osz is not None and isz is not None and grad_out is not None and grad_in is not None
-            and all(s is None or type(s) in (int, float) for s in raw)):
-        given = [s is not None and s > 0 for s in raw]
-        if all(given) or not any(given):
-            key = (grad_out, osz, isz, raw, grad_in, bool(strict))
-    if key is not None:
-        hit = _CHECK_CACHE.get(key)
-        if hit is not None:
-            return hit
-    used = check_params(grad_out, output_size, input_size, scales_d, scales_h, scales_w, grad_in, strict=strict)
-    if key is not None:
-        _CHECK_CACHE[key] = used
-        if len(_CHECK_CACHE) > _CHECK_CACHE_SIZE:
-            _CHECK_CACHE.popitem(last=False)
     return used
 
 

@@ -27,8 +27,8 @@ import numpy as np
 
 from acl_bindings import Event
 from acl_bindings import session as _generic
-from acl_bindings._types import int32_arg
-from acl_bindings.calls import plan_key, run_all
+from acl_bindings.engine import plan_key, run_all
+from acl_bindings.values import int32_arg, int_tuple
 
 from . import checks
 from . import forward as _forward
@@ -36,7 +36,6 @@ from ._torch_host import host_view, is_tensor
 from .arrays import EMPTY, UPLOAD, ArrayLike, DeviceArray, check_out_memory, empty_dtype
 from .fastpath import PreparedCall
 from .op import OP
-from .remembered import RememberedCalls
 
 __all__ = ["Session", "DeviceArray"]
 
@@ -66,11 +65,6 @@ class Session(_generic.Session):
     """
 
     array_type = DeviceArray
-
-    def __init__(self, device_id: int = 0, *, plans: bool = True) -> None:
-        #: checked backward calls on device arrays, for :meth:`_remembered`
-        self._checked = RememberedCalls(DeviceArray)
-        super().__init__(device_id, plans=plans)
 
     # ------------------------------------------------------------------ arrays
     def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
@@ -176,60 +170,46 @@ class Session(_generic.Session):
         stream sync), a :class:`DeviceArray` when it is one.  A torch tensor on another device than
         the CPU raises :class:`TypeError`.
         """
-        remembered = self._remembered(grad_output, out, output_size, input_size, scales_d, scales_h, scales_w,
-                                      layout, strict)
-        if remembered is not None:
-            return remembered
+        if type(grad_output) is DeviceArray and type(out) is DeviceArray and strict is True and \
+                self._repeat(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), out):
+            return out
         in_shape = checks.result_shape(input_size, layout)
 
         def check(go_spec: checks.TensorSpec, gi_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
             if gi_spec is None:
                 gi_spec = checks.TensorSpec(in_shape, go_spec.dtype, go_spec.format)
             # raises with CANN's code; CANN itself receives the user's scales (and applies the all-or-none rule)
-            checks.cached_check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w, gi_spec,
-                                       strict=strict)
+            checks.check_params(go_spec, output_size, input_size, scales_d, scales_h, scales_w, gi_spec,
+                                strict=strict)
             return in_shape
 
         def launch(go: DeviceArray, gi: DeviceArray) -> None:
-            values = self._values(go, output_size, input_size, (scales_d, scales_h, scales_w), gi)
-            self._run(OP, values)
-            if go is grad_output and gi is out:  # device arrays in and out: checked now, remembered for next time
-                self._remember(go, gi, output_size, input_size, scales_d, scales_h, scales_w, layout, strict, values)
+            call = self._run(OP, self._values(go, output_size, input_size, (scales_d, scales_h, scales_w), gi))
+            if strict is True:
+                call.checked = True  # the strict host checks passed for this call shape: a repeat skips them
 
         return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch)
 
     # ------------------------------------------------------------------ repeated calls on device arrays
-    def _remembered(self, go: Any, gi: Any, output_size: Any, input_size: Any, sd: Any, sh: Any, sw: Any,
-                    layout: Any, strict: Any) -> Optional[DeviceArray]:
-        """Run a :meth:`backward` call on device arrays that ran before with the very same arguments, and return its
-        result; None when it is not one (the caller then runs it in full).  See :mod:`upsample3d_grad.remembered`:
-        what can change is checked again (the session and the arrays are open), the plan key is the one kept.
-        """
-        checked = self._checked
-        if not checked.takes(go, gi):  # (numpy and the rest: no lock, no device guard)
-            return None
-        with self._lock:
-            self._check_open()
-            found = checked.same_as_last(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
-            if found is None:
-                key = checked.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
-                if key is None:
-                    return None
-                found = checked.find(key, go, gi, (output_size, input_size, sd, sh, sw, layout, strict))
-            if found is None or go.buffer.closed or gi.buffer.closed:
-                return None  # (a closed array: the full call raises ClosedError)
-            middle, plan = found
-            # a kept plan's phase 2 needs no device guard when the device is current; a one-shot call takes one
-            # anyway (TwoPhaseOp.execute), which is then the only one
-            self._on_device(self._run, OP, (go, *middle, gi), plan, guard=not self.use_plans)
-        return cast(DeviceArray, gi)  # (after the with statement: README, Tests)
-
-    def _remember(self, go: DeviceArray, gi: DeviceArray, output_size: Any, input_size: Any, sd: Any, sh: Any,
-                  sw: Any, layout: str, strict: bool, values: tuple[Any, ...]) -> None:
-        """Keep what :meth:`_remembered` needs to repeat this checked call with *values* (schema order)."""
-        key = self._checked.key(go, gi, output_size, input_size, sd, sh, sw, layout, strict)
-        if key is not None:
-            self._checked.remember(key, go, gi, values[1:-1], plan_key(OP, values))
+    def _repeat(self, go: DeviceArray, output_size: Any, input_size: Any, scales: Sequence[Any],
+                gi: DeviceArray) -> bool:
+        """Run a :meth:`backward` call on two device arrays when the session keeps a call of its shape whose
+        strict host checks passed (the key holds everything they read); False when it keeps none (the caller
+        then runs the full call).  Sizes and scales are converted first, as on every call, so a refused
+        argument (``True`` for 1) is refused on a repeat too; mixed scales take the full call (it warns)."""
+        with self._lock, self._active():
+            self.own_array(go, "gradOut", checks.PHASE1)
+            self.own_array(gi, "gradInput", checks.PHASE1)
+            values = self._values(go, output_size, input_size, scales, gi)
+            given = [v > 0 for v in values[3:6]]
+            if any(given) and not all(given):
+                return False
+            key = plan_key(OP, values)
+            call = self.plans.calls.get(key)
+            if call is None or not call.checked:
+                return False
+            self._run(OP, values, key)
+        return True
 
     def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,
                   check: Callable[[checks.TensorSpec, Optional[checks.TensorSpec]], tuple[int, ...]],
@@ -329,18 +309,19 @@ class Session(_generic.Session):
         self._require_device_array(grad_input, "gradInput", rule)
 
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
-                user_scales: Sequence[Optional[float]], gi: DeviceArray) -> int:
-        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream.  Returns the workspace size."""
-        return self._run(OP, self._values(go, output_size, input_size, user_scales, gi))
+                user_scales: Sequence[Optional[float]], gi: DeviceArray) -> None:
+        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream."""
+        self._run(OP, self._values(go, output_size, input_size, user_scales, gi))
 
     @staticmethod
     def _values(go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 user_scales: Sequence[Optional[float]], gi: DeviceArray) -> tuple[Any, ...]:
-        """The operator's values in schema order: *user_scales* are the caller's (None for "not given"),
-        converted once, in this one place, to the doubles CANN receives."""
+        """The operator's values in schema order: sizes as tuples of ints and *user_scales* (the caller's, None
+        for "not given") as the doubles CANN receives, converted in this one place (161002 for a wrong type)."""
         sd, sh, sw = user_scales
         scales = checks.normalize_scales(sd, sh, sw)
-        return (go, tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales, gi)
+        return (go, int_tuple(output_size, "outputSize", checks.PHASE1), int_tuple(input_size, "inputSize",
+                                                                                  checks.PHASE1), *scales, gi)
 
     def timed_backward(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                        scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray,
@@ -350,7 +331,7 @@ class Session(_generic.Session):
             self._require_device_arrays(grad_output, out, "timed_backward takes device arrays")
             self._check_device_arrays((grad_output, out))
             sd, sh, sw = checks.scale_triple(scales)
-            checks.cached_check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
+            checks.check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
             check_out_memory(out)
             runs = int32_arg("repeat", repeat, 1, "a positive int (the number of timed runs)")
             times = []

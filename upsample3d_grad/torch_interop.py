@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from acl_bindings import AclnnParamError, dtype_to_acl, load_backend
-from acl_bindings.calls import run_once
+from acl_bindings.engine import run_once
 from acl_bindings.enums import BFLOAT16
 from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, tensor_to_numpy, torch_module
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from .. import _loader
 from .._codes import CANNSIM_ERR_STALE_HANDLE
 from .._lib import lib
-from .._types import int32_arg
+from ..values import int32_arg
 
 __all__ = ["ROOT", "LIB64", "HANDLE_KINDS", "STALE_HANDLE", "STREAM_MODES", "is_built", "live_handles",
            "call_count", "set_fault", "set_defer", "set_delay", "set_stream_mode", "worker_threads", "set_op_cache",

@@ -1,4 +1,4 @@
-"""The generic call layer (acl_bindings.calls, acl_bindings.prepared) runs an operator from its declaration alone.
+"""The generic call engine (acl_bindings.engine, acl_bindings.prepared) runs an operator from its declaration alone.
 
 The operators below are declared here, by name and argument schema only, independently of the package's own
 declaration (upsample3d_grad.op): whatever these tests get right comes from the generic code.  The second one,
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from acl_bindings import TwoPhaseOp, sim
-from acl_bindings.calls import TensorArg, plan_key, run_once
+from acl_bindings.engine import plan_key, run_once
+from acl_bindings.meta import TensorArg
 from acl_bindings.op import ArgKind, double, input_tensor, int_array, output_tensor
 from acl_bindings.prepared import PreparedCall
 from upsample3d_grad import Session, reference
@@ -99,9 +100,9 @@ def test_the_generic_prepared_call_runs_a_declared_operator(no_leaks: None, plan
         da, db, gi = s.upload(a), s.upload(b), s.empty(IN_SIZE)
         call = PreparedCall(s, DECLARED, (da, OUT_SIZE, IN_SIZE, 0.0, 0.0, 0.0, gi), plan=plan)
         assert call.plan is plan
-        assert call._call(()) is gi
+        assert call.run() is gi
         np.testing.assert_allclose(gi.download(), _want(a), rtol=1e-5, atol=1e-5)
-        call._call(((0, db),))  # the input moves to another array of the same layout
+        call.run(((0, db),))  # the input moves to another array of the same layout
         np.testing.assert_allclose(gi.download(), _want(b), rtol=1e-5, atol=1e-5)
         assert "outputSize=(6, 8, 10)" in repr(call)
         call.close()
@@ -128,6 +129,6 @@ def test_a_second_operator_runs_through_the_generic_session(no_leaks: None, plan
             want = reference_forward.upsample_nearest_exact3d_forward(x, out3)
             np.testing.assert_array_equal(y.download(), want)  # the forward copies elements: bit for bit
         call = PreparedCall(s, FORWARD, (dxs[1], out3, 0.0, 0.0, 0.0, y), plan=plans)
-        call._call(())
+        call.run()
         np.testing.assert_array_equal(y.download(), reference_forward.upsample_nearest_exact3d_forward(xs[1], out3))
         call.close()

@@ -90,7 +90,7 @@ def _calls_of(action: Callable[[], Any]) -> dict[str, int]:
 # --------------------------------------------------------------------------- scenarios
 
 def _plans_refused(state: dict) -> bool:
-    return bool(state["s"].plans.refused)
+    return state["s"].plans.last_refusal is not None
 
 
 @dataclass
@@ -240,8 +240,8 @@ def _device_call(plans: bool) -> Scenario:
     return Scenario(setup, op, op, _close)
 
 
-def _remembered_call(plans: bool) -> Scenario:
-    """Session.backward repeated on the same device arrays: the remembered call (no host checks again)."""
+def _repeated_call(plans: bool) -> Scenario:
+    """Session.backward repeated on the same device arrays: the kept call, whose host checks passed, runs again."""
     def setup() -> dict:
         s = Session(0, plans=plans)
         a, o = s.upload(SAMPLE), s.empty(IN_SIZE)
@@ -338,8 +338,8 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "session close": _close_session,
     "device one-shot": lambda: _device_call(plans=False),
     "device plan": lambda: _device_call(plans=True),
-    "remembered one-shot": lambda: _remembered_call(plans=False),
-    "remembered plan": lambda: _remembered_call(plans=True),
+    "repeated one-shot": lambda: _repeated_call(plans=False),
+    "repeated plan": lambda: _repeated_call(plans=True),
     "prepare plan": lambda: _prepare(plan=True),
     "prepare one-shot": lambda: _prepare(plan=False),
     "prepared call plan": lambda: _prepared_call(plan=True),

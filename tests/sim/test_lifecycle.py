@@ -106,7 +106,7 @@ def test_garbage_collection_in_any_order(deferred: bool, no_leaks: None) -> None
             s = Session(0)
             objs: dict[str, Any] = {"session": s, "grad_output": s.upload(SAMPLE)}
             objs["result"] = s.backward(objs["grad_output"], *ARGS)  # queued, in deferred mode
-            objs["plan"] = next(iter(s.plans.plans.values()))
+            objs["plan"] = next(iter(s.plans.calls.values()))
             del s
             for name in order:
                 del objs[name]

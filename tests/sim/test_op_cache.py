@@ -271,7 +271,7 @@ def test_session_plans_serve_a_shape_first_run_one_shot(no_leaks, op_cache) -> N
                 assert with_plans.last_path == "plan", with_plans.plans.last_refusal
                 np.testing.assert_array_equal(got, reference.upsample_nearest_exact3d_backward(_sample(k), OUT3,
                                                                                                 IN5))
-            assert len(with_plans.plans.plans) == 1 and not with_plans.plans.refused
+            assert len(with_plans.plans) == 1 and with_plans.plans.last_refusal is None
 
     _in_new_thread(scenario)
 
@@ -299,32 +299,36 @@ def test_a_refusal_is_retried_later(no_leaks) -> None:
             asked = sim.call_count("aclSetAclOpExecutorRepeatable")
             s.backward(go, OUT3, IN5)
             assert s.last_path == "one-shot" and "cannot be made repeatable" in (s.plans.last_refusal or "")
-            assert not s.plans.plans and len(s.plans.refused) == 1
-            for _ in range(s.plans.retry_after - 1):  # remembered for a while: not asked again
+            assert len(s.plans) == 1  # the shape's kept call, one-shot
+            for _ in range(s.plans.retry_after - 2):  # remembered for a while: not asked again
                 out = s.backward(go, OUT3, IN5)
                 assert s.last_path == "one-shot"
             assert out.download().ravel().tolist() == EXPECTED
             assert sim.call_count("aclSetAclOpExecutorRepeatable") - asked == 1
-            sim.set_repeatable(True)  # e.g. the shape's one-shot entry was evicted, or another release
-            s.backward(go, OUT3, IN5)
-            assert s.last_path == "plan" and not s.plans.refused
-            assert sim.call_count("aclSetAclOpExecutorRepeatable") - asked == 2
+            s.backward(go, OUT3, IN5)  # the retry_after-th one-shot run: asked again after it, refused again
+            assert sim.call_count("aclSetAclOpExecutorRepeatable") - asked == 2 and s.last_path == "one-shot"
+            sim.set_repeatable(True)  # e.g. another release of the library
+            for _ in range(s.plans.retry_after):
+                s.backward(go, OUT3, IN5)
+            assert s.last_path == "plan" and len(s.plans) == 1  # the same kept call, a plan now
+            assert sim.call_count("aclSetAclOpExecutorRepeatable") - asked == 3
+            assert s.backward(go, OUT3, IN5).download().ravel().tolist() == EXPECTED
     finally:
         sim.set_repeatable(previous)
 
 
-def test_refusals_are_remembered_in_bounded_memory(no_leaks) -> None:
+def test_refused_shapes_are_kept_in_bounded_memory(no_leaks) -> None:
     previous = sim.set_repeatable(False)
     try:
         with Session(0) as s:
             go = s.upload(_sample())
             gi = s.empty((2, 2, 1, 1, 1))
-            calls = 3 * s.plans.refused_capacity
+            calls = 3 * s.plans.capacity
             for k in range(calls):  # every call another key (its scales), every plan refused
                 scale = 2.0 + k * 1e-6
                 s.backward(go, OUT3, IN5, scale, scale, scale, out=gi, strict=False)
                 assert s.last_path == "one-shot"
-            assert len(s.plans.refused) == s.plans.refused_capacity < calls
+            assert len(s.plans) == s.plans.capacity < calls  # one-shot calls, evicted as any
             assert gi.download().ravel().tolist() == EXPECTED
     finally:
         sim.set_repeatable(previous)

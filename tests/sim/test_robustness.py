@@ -274,7 +274,7 @@ def test_a_half_closed_device_array_raises_closed_error(no_leaks: None, plans: b
 def test_a_failed_prepared_call_close_is_retried(no_leaks: None, plan: bool, fault: str) -> None:
     with Session(0) as s:
         go, gi = s.upload(SAMPLE), s.empty(IN_SIZE)
-        call = s.prepare(go, OUT_SIZE, IN_SIZE, out=gi, plan=plan)
+        call = s.prepare(go, OUT_SIZE, IN_SIZE, out=gi, plan=plan, sync=False)  # (queued: close() must sync)
         call()
         sim.set_fault(fault)
         try:
@@ -298,7 +298,7 @@ def test_session_close_releases_what_a_failed_prepared_call_still_owns(fault: st
     before = sim.live_handles()
     s = Session(0)
     go, gi = s.upload(SAMPLE), s.empty(IN_SIZE)
-    call = s.prepare(go, OUT_SIZE, IN_SIZE, out=gi)
+    call = s.prepare(go, OUT_SIZE, IN_SIZE, out=gi, sync=False)  # (queued: close() must sync)
     call()
     sim.set_fault(fault)
     try:

@@ -1,0 +1,353 @@
+"""The call engine: one :class:`Call` per call shape of a declared operator, and the bounded :class:`CallCache`.
+
+An operator is declared once, by name and argument schema (:class:`acl_bindings.TwoPhaseOp`).  A call's
+*values* follow the schema, one per argument: for a tensor, a :class:`~acl_bindings.meta.TensorArg` or
+an object whose ``arg`` is one (a session's device array); for an int array, a tuple of ints; for a
+double, a float.
+
+A :class:`Call` makes the call shape's aclTensors and aclIntArrays once and runs phase 1 once.  Where
+the library grants a repeatable executor (``aclSetAclOpExecutorRepeatable``), a run only points the
+executor at the new addresses (``aclSetInputTensorAddr`` / ``aclSetOutputTensorAddr``) and queues
+phase 2: a *plan*.  Where it refuses (or ``plan=False``), a run is phase 1 on the kept descriptors and
+phase 2 (*one-shot*), and the plan is asked for again every :attr:`Call.retry_after` runs.
+
+nnopbase's op cache (cann-abi.md §8.6) answers phase 1 of a shape that already ran one-shot with a cache
+wrapper, which ``aclSetAclOpExecutorRepeatable`` refuses.  It keys on each tensor's storage shape (OPB
+``common/utils/op_cache.cpp``), so a plan's tensors declare their storage with a leading 1
+(:func:`plan_storage`), under a key of their own; a refused plan's executor is destroyed unrun, so
+its description never enters the op cache.
+
+:func:`run_once` is a call nothing keeps: both phases on memory the caller owns (the torch_npu path).
+Every phase 2 is queued by :meth:`acl_bindings.TwoPhaseOp.execute`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from ctypes import c_void_p
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+from ._resource import run_all
+from .enums import Format
+from .errors import AclError
+from .meta import IntArray, Tensor, TensorArg
+from .op import ArgKind, Executor, TwoPhaseOp, Workspace
+
+__all__ = ["Call", "CallCache", "PlanKey", "plan_key", "plan_storage", "borrowed_tensor", "run_once", "run_all",
+           "check_values"]
+
+#: The fields of a :class:`TensorArg` phase 1 depends on (all but the address)
+_LAYOUT = slice(0, 6)
+
+
+class PlanKey(NamedTuple):
+    """Everything phase 1 depends on, except the device addresses (the storage dims too, as nnopbase's op cache)."""
+
+    op: str
+    #: each argument in schema order: a tensor's :class:`TensorArg` without its address, an int array, a double
+    args: tuple[Any, ...]
+
+
+def plan_key(op: TwoPhaseOp, values: Sequence[Any]) -> PlanKey:
+    """The :class:`PlanKey` of one call of *op*."""
+    return PlanKey(op.name, tuple([v.arg[_LAYOUT] if tensor else v for tensor, v in zip(op.tensor_flags, values)]))
+
+
+def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
+    """A plan's storage description: the same elements as *storage_dims*, with a leading 1 (see the module doc)."""
+    return (1, *storage_dims)
+
+
+def borrowed_tensor(desc: TensorArg, plan: bool = True) -> Tensor:
+    """An aclTensor over *desc*'s memory, which it does not own, in a plan's own storage description when
+    *plan* (see the module doc), else *desc*'s."""
+    storage = plan_storage(desc.storage_dims) if plan else tuple(desc.storage_dims)
+    return Tensor(desc.shape, desc.dtype, strides=desc.strides, offset=desc.offset, format=Format(desc.format),
+                  storage_dims=storage, address=desc.address)
+
+
+def check_values(op: TwoPhaseOp, values: Sequence[Any]) -> None:
+    """TypeError unless *values* has one value per argument of *op*'s schema."""
+    if len(values) != len(op.schema):
+        raise TypeError(f"{op.phase1_name}: expected {len(op.schema)} arguments "
+                        f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
+
+
+class _Descriptors:
+    """The aclTensors and aclIntArrays of one call shape (a plan's storage description when *plan*), and
+    phase 1's arguments in schema order.  A failure while making them closes what was made."""
+
+    def __init__(self, op: TwoPhaseOp, values: Sequence[Any], plan: bool) -> None:
+        self.objects: list[Any] = []  # tensors and int arrays, in schema order
+        self.args: list[Any] = []
+        try:
+            for arg, v in zip(op.schema, values):
+                if arg.is_tensor:
+                    self.objects.append(borrowed_tensor(v.arg, plan))
+                elif arg.kind is ArgKind.INT_ARRAY:
+                    self.objects.append(IntArray(v))
+                else:
+                    self.args.append(float(v))
+                    continue
+                self.args.append(self.objects[-1])
+        except BaseException:
+            self.close()
+            raise
+
+    def replace(self, pos: int, tensor: Tensor) -> Tensor:
+        """Use *tensor* at schema position *pos* from now on; returns the replaced one (the caller closes it)."""
+        old = self.args[pos]
+        self.args[pos], self.objects[self.objects.index(old)] = tensor, tensor
+        return old
+
+    def close(self) -> None:
+        """Close every descriptor (each attempted; a refused one stays owned: closing again retries it)."""
+        run_all([obj.close for obj in reversed(self.objects)])
+
+
+class Call:
+    """One call shape of *op*, made from *values* (see the module doc); the caller holds its owner's lock,
+    with the device current, for every method.
+
+    Attributes
+    ----------
+    plan:
+        Whether runs use a repeatable executor (else one-shot).
+    fallback:
+        The library's refusal when a plan was asked for and refused, else None.
+    workspace_size:
+        Bytes of workspace phase 1 asked for (the latest phase 1's).
+    calls:
+        Completed runs.
+    checked:
+        Set by an operator package whose host checks passed for this call shape (a repeat may skip them).
+    retry_after:
+        One-shot runs after a refused plan before it is asked for again (class attribute, 64).
+    """
+
+    retry_after = 64
+
+    def __init__(self, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True, probe: bool = False) -> None:
+        check_values(op, values)
+        self.op = op
+        self.plan = False
+        self.fallback: Optional[str] = None
+        self.workspace_size = 0
+        self.calls = 0
+        self.checked = False
+        self._retry_left = 0
+        self._values = [v.arg if tensor else v for tensor, v in zip(op.tensor_flags, values)]
+        self._descriptors: Optional[_Descriptors] = None
+        self._executor: Optional[Executor] = None  # the plan's
+        self._stale: list[Any] = []  # objects whose release the library refused: close() retries them
+        self._positions = tuple(op.inputs) + tuple(op.outputs)
+        if plan:
+            self._make_plan()
+        if not self.plan:
+            self._make_oneshot(probe)
+
+    # ------------------------------------------------------------------ making
+    def _make_plan(self) -> None:
+        """Descriptors in a plan's storage, phase 1 and a repeatable executor.  A refusal is kept in
+        :attr:`fallback`, its executor destroyed unrun, and the call stays (or becomes) one-shot."""
+        made = _Descriptors(self.op, self._values, True)
+        executor: Optional[Executor] = None
+        refusal: Optional[AclError] = None
+        try:
+            size, executor = self.op.get_workspace_size(*made.args, keep=tuple(made.objects))
+            if not executor.repeatable:  # (phase 1 with nothing to run gives an executor that needs no mode)
+                try:
+                    executor.make_repeatable()
+                except AclError as exc:
+                    refusal = exc
+        except BaseException:
+            run_all([*([executor.close] if executor is not None else []), made.close])
+            raise
+        if refusal is not None:
+            assert executor is not None
+            run_all([executor.close, made.close])
+            self.fallback = str(refusal)
+            self._retry_left = self.retry_after
+            return
+        old = [self._executor, self._descriptors]
+        self._descriptors, self._executor = made, executor
+        self.workspace_size, self.plan, self.fallback = size, True, None
+        self._stale += [obj for obj in old if obj is not None]
+        self._release_stale()
+
+    def _make_oneshot(self, probe: bool) -> None:
+        """Descriptors in the values' own storage; with *probe*, phase 1 on them once (its errors surface now,
+        and :attr:`workspace_size` is known), its executor destroyed unrun (cann-abi.md §1.3)."""
+        made = _Descriptors(self.op, self._values, False)
+        if probe:
+            try:
+                self.workspace_size, executor = self.op.get_workspace_size(*made.args, keep=tuple(made.objects))
+                executor.close()
+            except BaseException:
+                made.close()
+                raise
+        self._descriptors = made
+
+    def _release_stale(self) -> None:
+        """Close what was replaced (a refused release stays in ``_stale``, for :meth:`close`)."""
+        for obj in list(self._stale):
+            try:
+                obj.close()
+            except AclError:
+                continue
+            self._stale.remove(obj)
+
+    # ------------------------------------------------------------------ running
+    def run(self, values: Sequence[Any], workspace: Workspace, stream: Any, clock: Any = None) -> int:
+        """Queue one run on *values* (this call's shape, any addresses) on *stream*, whose device is current.
+        Returns the workspace size."""
+        descriptors = self._descriptors
+        assert descriptors is not None, "closed"
+        for pos in self._positions:
+            address = values[pos].arg.address
+            tensor = descriptors.args[pos]
+            if address != tensor.address:
+                self._point(pos, values[pos].arg, tensor)
+        if self.plan:
+            executor, size = self._executor, self.workspace_size
+            assert executor is not None
+        else:
+            size, executor = self.op.get_workspace_size(*descriptors.args, keep=tuple(descriptors.objects))
+            self.workspace_size = size
+        try:
+            address = workspace.reserve(size)
+        except BaseException:
+            if not self.plan:
+                executor.close()  # never run: destroyed (cann-abi.md §1.3)
+            raise
+        self.op.execute(address, size, executor, stream, clock=clock)
+        self.calls += 1
+        if self._retry_left:  # a plan was refused: asked again after retry_after one-shot runs
+            self._retry_left -= 1
+            if not self._retry_left:
+                self._retry_plan()
+        return size
+
+    def _point(self, pos: int, new: TensorArg, tensor: Tensor) -> None:
+        """Make the tensor at schema position *pos* describe *new*'s address: a plan points its executor there
+        (phase 2 reads only the address: cann-abi.md §8.1); a one-shot call makes a new aclTensor."""
+        descriptors = self._descriptors
+        assert descriptors is not None
+        if self.plan:
+            assert self._executor is not None
+            tensor.address = -1  # unknown until the library confirms the new one
+            if pos in self.op.inputs:
+                self._executor.set_input_address(self.op.inputs.index(pos), tensor, new.address)
+            else:
+                self._executor.set_output_address(self.op.outputs.index(pos), tensor, new.address)
+            return
+        old = descriptors.replace(pos, borrowed_tensor(new, plan=False))
+        self._values[pos] = new
+        try:
+            old.close()
+        except AclError:
+            self._stale.append(old)
+            raise
+
+    def _retry_plan(self) -> None:
+        try:
+            self._make_plan()
+        except AclError as exc:  # not only a refusal: the one-shot path still works
+            self.fallback = str(exc)
+            self._retry_left = self.retry_after
+
+    # ------------------------------------------------------------------ closing
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` released everything."""
+        return self._descriptors is None and self._executor is None and not self._stale
+
+    def close(self) -> None:
+        """Destroy the executor, then the descriptors, each attempted; what the library refused stays owned and
+        the next close() retries it; the first error is raised."""
+        self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None]
+        self._executor = self._descriptors = None
+        first: Optional[Exception] = None
+        for obj in list(self._stale):
+            try:
+                obj.close()
+            except Exception as exc:
+                first = first or exc
+                continue
+            self._stale.remove(obj)
+        if first is not None:
+            raise first
+
+
+class CallCache:
+    """At most *capacity* :class:`Call` objects by :class:`PlanKey`, least recently used evicted first.
+
+    Attributes: ``capacity``, ``hits``, ``misses``, ``last_refusal`` (the latest refused plan's error text).
+    """
+
+    def __init__(self, capacity: int = 32) -> None:
+        self.capacity = capacity
+        self.calls: OrderedDict[PlanKey, Call] = OrderedDict()
+        self.last_refusal: Optional[str] = None
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def retry_after(self) -> int:
+        """One-shot runs of a refused plan before it is asked for again (:attr:`Call.retry_after`)."""
+        return Call.retry_after
+
+    def get(self, key: PlanKey) -> Optional[Call]:
+        """The kept call for *key* (now the most recently used), or None."""
+        call = self.calls.get(key)
+        if call is not None:
+            self.calls.move_to_end(key)
+            self.hits += 1
+        return call
+
+    def add(self, key: PlanKey, call: Call, before_evict: Callable[[], None]) -> Call:
+        """Keep *call* for *key*; when full, *before_evict* runs (it synchronises the stream when work may still
+        use the evicted call's executor), then the least recently used call is closed."""
+        self.misses += 1
+        if call.fallback is not None:
+            self.last_refusal = call.fallback
+        while len(self.calls) >= self.capacity:
+            before_evict()
+            _, old = self.calls.popitem(last=False)
+            old.close()
+        self.calls[key] = call
+        return call
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def clear(self) -> None:
+        """Close every call (the caller synchronised the stream first); the first error is raised."""
+        calls = list(self.calls.values())
+        self.calls.clear()
+        run_all([call.close for call in calls])
+
+
+def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], Optional[int]], stream: Any,
+             clock: Any = None) -> int:
+    """Both phases of *op* once, on memory the caller owns: phase 1, *workspace(size)* (an address of at least
+    *size* bytes, or None), phase 2 on *stream*.  Returns the workspace size.
+
+    *stream* is an :class:`~acl_bindings.Stream`, a raw ``aclrtStream`` (an int is its address), or a
+    function returning one, called right before phase 2.  The descriptors are destroyed after phase 2 is
+    queued (phase 1 copied what it needs, cann-abi.md §1.3); an executor phase 2 never ran is destroyed.
+    Nothing is synchronised.
+    """
+    check_values(op, values)
+    made = _Descriptors(op, values, False)
+    try:
+        size, executor = op.get_workspace_size(*made.args, keep=tuple(made.objects))
+        try:
+            address = workspace(size) if size > 0 else None
+            raw = stream() if callable(stream) else stream
+            op.execute(address, size, executor, c_void_p(raw) if isinstance(raw, int) else raw, clock=clock)
+        finally:
+            executor.close()  # only destroys an executor that phase 2 did not consume
+    finally:
+        made.close()
+    return size
