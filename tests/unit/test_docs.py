@@ -338,3 +338,34 @@ def test_the_matcher_and_the_parser() -> None:
     assert (b.lang, b.requires, b.not_run) == ("python", "torch", None)
     assert (c.lang, c.not_run, c.text) == ("", None, "plain\n")
     assert _slug("Quick start: a fleet smoke and `compare`") == "quick-start-a-fleet-smoke-and-compare"
+
+
+def test_the_fidelity_tables_name_tests_that_exist() -> None:
+    """Each test a row of docs/fidelity.md names exists: ``file.py::name``, then ``::name`` for the last file
+    named, and ``…::name`` for the file the text says ``…`` stands for."""
+    text = _read("docs/fidelity.md")
+    ellipsis = re.search(r"`((?:unit|sim)/[\w/]+\.py)`, written `…`", text)
+    assert ellipsis, "docs/fidelity.md no longer says which file `…` stands for"
+    aliases = dict(re.findall(r"`…::(\w+)\[case\]` stands for\s+`…::(\w+)\[case\]`", text))
+    assert aliases, "docs/fidelity.md no longer says what `…::check[case]` stands for"
+    bad, names = [], 0
+    current: Path | None = None  # a bare ``::name`` belongs to the last file named, in this row or above
+    for no, row in enumerate(text.splitlines(), 1):
+        if not row.startswith("| ") or row.startswith("| rule") or row.startswith("| variable"):
+            continue
+        cell = row.rstrip(" |").split(" | ")[-1]
+        for path, dots, name in re.findall(r"`(?:((?:unit|sim|npu)/[\w/]+\.py)|(…))?(?:::(\w+))?", cell):
+            if dots:
+                path = ellipsis.group(1)
+            if path:
+                current = ROOT / "tests" / path
+                if not current.exists():
+                    bad.append(f"docs/fidelity.md:{no}: {path}: no such test file")
+                    current = None
+            if name and current is not None:
+                names += 1
+                name = aliases.get(name, name)
+                if not re.search(rf"^\s*def {name}\(", current.read_text(encoding="utf-8"), re.M):
+                    bad.append(f"docs/fidelity.md:{no}: {current.relative_to(ROOT)}::{name}: no such test")
+    assert names > 100, f"only {names} test names found in docs/fidelity.md: the parser is broken"
+    assert not bad, "\n".join(bad)
