@@ -129,8 +129,14 @@ def console_commands(block: Block) -> list[tuple[str, str]]:
 
 
 def test_the_readme_is_a_front_door() -> None:
-    n = len(_read("README.md").splitlines())
+    """At most 300 lines, no commit hashes, no timings (they live in benchmarks/README.md)."""
+    text = _read("README.md")
+    n = len(text.splitlines())
     assert n <= README_MAX_LINES, f"README.md has {n} lines, more than {README_MAX_LINES}"
+    hashes = re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", text)
+    assert not hashes, f"README.md names commits: {hashes}"
+    timings = re.findall(r"\b\d+(?:\.\d+)? ?(?:ns|us|µs|ms)\b", text)
+    assert not timings, f"README.md gives timings (they belong in benchmarks/README.md): {timings}"
 
 
 def test_every_block_is_run_or_marked_not_run() -> None:
