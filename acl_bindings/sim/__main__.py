@@ -29,14 +29,22 @@ def env_lines(soc: str = DEFAULT_SOC) -> list[str]:
 
     Raises
     ------
+    ValueError
+        If *soc* is empty or has spaces or control characters.
     RuntimeError
         If the simulator's libraries or its layout folders are missing (build it first).
     """
+    if not soc or not soc.isprintable() or any(ch.isspace() for ch in soc):
+        raise ValueError(f"--soc: a SoC name is a non-empty word (for example {DEFAULT_SOC}), got {soc!r}")
     root = _build.HERE
     lib64 = root / "lib64"
     names = list(_build.library_names().values()) + [f"lib{n}.so" for n in _build.STUB_LIBRARIES]
     missing = [n for n in names if not (lib64 / n).is_file()]
-    missing += [f"{d}/" for d in _build.LAYOUT_DIRS if not (root / d).is_dir()]
+    for folder in _build.LAYOUT_DIRS:  # empty folders: a wheel does not carry them, so make them here
+        try:
+            (root / folder).mkdir(exist_ok=True)
+        except OSError:
+            missing.append(f"{folder}/")
     if missing:
         raise RuntimeError(f"the simulator in {root} is not built (missing: {', '.join(missing)}); "
                            "run `python -m acl_bindings.sim.build` first")
@@ -58,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         lines = env_lines(args.soc)
-    except RuntimeError as exc:
+    except (ValueError, RuntimeError) as exc:
         print(f"python -m acl_bindings.sim env: {exc}", file=sys.stderr)
         return 1
     print("\n".join(lines))

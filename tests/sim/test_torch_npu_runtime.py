@@ -48,7 +48,8 @@ rt.aclInit(None); rt.aclrtSetDevice(0)
 s = C.c_void_p()
 out["stream_cfg"] = [rt.aclrtCreateStreamWithConfig(C.byref(s), 0, 3), rt.aclrtDestroyStream(s)]
 out["stream_cfg_bad"] = [rt.aclrtCreateStreamWithConfig(C.byref(s), 0, 0x100), msg()]
-out["failure_mode"] = [rt.aclrtSetStreamFailureMode(None, C.c_uint64(0)), rt.aclrtSetStreamFailureMode(None, C.c_uint64(1))]
+out["failure_mode"] = [rt.aclrtSetStreamFailureMode(None, C.c_uint64(0)),
+                       rt.aclrtSetStreamFailureMode(None, C.c_uint64(1))]
 out["sat"] = [rt.aclrtSetDeviceSatMode(0), rt.aclrtSetDeviceSatMode(1), rt.aclrtSetDeviceSatMode(2), msg()]
 act = C.c_uint64(0)
 out["timeout"] = [rt.aclrtSetOpExecuteTimeOutV2(C.c_uint64(1234), C.byref(act)), act.value,
