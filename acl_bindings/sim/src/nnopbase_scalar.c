@@ -1,6 +1,6 @@
 /*
  * nnopbase_scalar.c - the simulated aclScalar of libnnopbase: aclCreateScalar(value, dataType) copies the value
- * (of dataType's size) into the scalar; aclDestroyScalar frees it (hicann/opbase include/aclnn/acl_meta.h; the
+ * (of dataType's size) into the scalar; aclDestroyScalar frees it (OPB src/nnopbase/common/api/acl_op_api.cpp: a NULL value gives NULL, destroying NULL is 0; the
  * prototypes op-plugin resolves by dlsym, op_plugin/utils/op_api_common.h).  As for tensors, a destroyed or
  * foreign handle is reported (161002), never dereferenced: the simulator keeps its own list of live scalars.
  */

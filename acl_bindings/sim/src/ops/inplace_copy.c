@@ -1,6 +1,6 @@
 /*
  * inplace_copy.c - the simulated two-phase aclnnInplaceCopy(selfRef, src): selfRef = src, src broadcast to
- * selfRef's shape and converted to its dtype (hicann/ops-math, aclnn_copy; op-plugin's device-to-device copy_,
+ * selfRef's shape and converted to its dtype (as op-plugin calls it for device-to-device copy_,
  * CopyKernelOpApi.cpp).  Phase 1 checks the handles, the dtypes, that src broadcasts to selfRef (161002
  * otherwise) and the memory (the two must not overlap: stricter than the device); phase 2 queues the copy.
  */

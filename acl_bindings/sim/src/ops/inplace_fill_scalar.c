@@ -1,6 +1,6 @@
 /*
  * inplace_fill_scalar.c - the simulated two-phase aclnnInplaceFillScalar(selfRef, value): every element of
- * selfRef becomes value, converted to selfRef's dtype (hicann/ops-math, aclnn_fill_scalar; op-plugin calls it
+ * selfRef becomes value, converted to selfRef's dtype (as op-plugin calls it
  * for fill_ and for the ones of an implicit gradient, FillKernelNpuOpApi.cpp).  Phase 1 checks the handles, the
  * dtype and the memory, and reads the scalar (a scalar may be destroyed after phase 1, as op-plugin does);
  * phase 2 queues the fill on the stream.

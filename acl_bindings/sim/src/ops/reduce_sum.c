@@ -1,9 +1,9 @@
 /*
  * reduce_sum.c - the simulated two-phase aclnnReduceSum(self, dim, keepDim, dtype, out): out = the sum of self
- * over the dims in dim (all dims when dim is empty), kept as size 1 when keepDim (hicann/ops-math,
- * aclnn_reduce_sum; op-plugin's sum, SumKernelNpuOpApi.cpp).  Phase 1 checks the handles, the dims (in
+ * over the dims in dim (all dims when dim is empty), kept as size 1 when keepDim (as
+ * op-plugin calls it for sum, SumKernelNpuOpApi.cpp).  Phase 1 checks the handles, the dims (in
  * [-ndim, ndim), no repeats), that out has dtype and the reduced shape (161002 otherwise) and the memory;
- * phase 2 queues the sum, accumulated in double (the device accumulates 16-bit floats in float32) and rounded
+ * phase 2 queues the sum, accumulated in double (how the device accumulates was not read) and rounded
  * once to out's dtype.
  */
 #define _GNU_SOURCE
