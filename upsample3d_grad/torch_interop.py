@@ -91,11 +91,11 @@ def _mapped_runtimes() -> set[str]:
 
 
 def _check_same_runtime(backend: Any) -> None:
-    if backend.kind != "cann":
+    ours = os.path.realpath(backend.runtime.path)
+    if backend.kind != "cann" and ours not in _mapped_runtimes():  # torch_npu on the simulator maps ours
         raise RuntimeError("the tensor lives on an NPU but acl_bindings loaded the CPU simulator "
                            f"({backend.runtime.path}); set ACL_BINDINGS_BACKEND=cann (or auto) and source CANN's "
                            "set_env.sh before the first use")
-    ours = os.path.realpath(backend.runtime.path)
     mapped = _mapped_runtimes()
     others = {p for p in mapped if os.path.basename(p) == os.path.basename(ours) and p != ours}
     if others and ours not in mapped:

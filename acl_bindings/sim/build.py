@@ -92,8 +92,12 @@ def find_compiler(cc: str | None = None) -> str | None:
     return None
 
 
-RUNTIME_SOURCES = ("sim_core.c", "streams.c", "runtime.c", "rt_memory.c")
-NNOPBASE_SOURCES = ("nnopbase.c",)
+RUNTIME_SOURCES = ("sim_core.c", "streams.c", "runtime.c", "rt_memory.c", "rt_torch_npu.c")
+NNOPBASE_SOURCES = ("nnopbase.c", "nnopbase_scalar.c")
+#: STUB libraries, for torch_npu only (src/stubs/stub_library.c): it links them; they simulate nothing.
+STUB_LIBRARIES = ("hccl", "ge_runner", "graph", "acl_tdt_channel", "atb", "acl_op_compiler")
+#: The folders of a CANN install that torch_npu wants under ASCEND_HOME_PATH (python -m acl_bindings.sim env).
+LAYOUT_DIRS = ("runtime", "compiler", "opp")
 OPAPI_SOURCES = ("opapi.c",)
 
 
@@ -136,13 +140,13 @@ def _op_function_names(op_sources: list[Path]) -> list[str]:
 
 def _inputs() -> list[Path]:
     files = [Path(__file__).resolve()]
-    for folder in (SRC, SRC / "ops", SRC / "kernels"):
+    for folder in (SRC, SRC / "ops", SRC / "kernels", SRC / "stubs"):
         files += sorted(folder.glob("*.c")) + sorted(folder.glob("*.h"))
     return files
 
 
 def _up_to_date(lib_dir: Path, names: dict[str, str], finalize_reference: bool = True) -> bool:
-    libs = [lib_dir / n for n in names.values()]
+    libs = [lib_dir / n for n in [*names.values(), *_stub_names(names)]]
     if not all(p.is_file() for p in libs):
         return False
     try:
@@ -214,8 +218,10 @@ def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: st
             "#define CANNSIM_OP_NAMES " + ", ".join(f'"{n}"' for n in op_names) + "\n")
         _compile_steps(compiler, srcs, tmp_dir, names, runtime_name, quiet, finalize_reference, commands)
         # publish: each rename is atomic, so no reader ever sees a half-written library
-        for key in ("runtime", "nnopbase", "op"):
-            os.replace(tmp_dir / names[key], lib_dir / names[key])
+        for name in [names[k] for k in ("runtime", "nnopbase", "op")] + _stub_names(names):
+            os.replace(tmp_dir / name, lib_dir / name)
+    for folder in LAYOUT_DIRS if _stub_names(names) else ():  # the rest of a CANN layout (ASCEND_HOME_PATH)
+        (lib_dir.parent / folder).mkdir(exist_ok=True)
     return {
         "compiler": compiler,
         "cflags": CFLAGS,
@@ -237,6 +243,11 @@ def _compile_steps(compiler: str, srcs: dict[str, list[Path]], tmp_dir: Path, na
         ("nnopbase", [f"-l{runtime_name}"]),
         ("op", ["-lnnopbase", f"-l{runtime_name}", "-lm"]),
     ]
+    srcs, names = dict(srcs), dict(names)
+    for stub in _stub_names(names):  # the STUB libraries: one source; libacl_op_compiler NEEDs the runtime
+        srcs[stub], names[stub] = [SRC / "stubs" / "stub_library.c"], stub
+        steps.append((stub, [f"-DCANNSIM_STUB_NAME={stub[3:-3]}"] + (
+            ["-DCANNSIM_STUB_OP_COMPILER", "-Wl,--no-as-needed", f"-l{runtime_name}"] if "compiler" in stub else [])))
     for key, libs in steps:
         cmd = [
             compiler,
@@ -264,6 +275,11 @@ def _compile_steps(compiler: str, srcs: dict[str, list[Path]], tmp_dir: Path, na
             )
         if not quiet and (proc.stdout or proc.stderr):
             print(proc.stdout + proc.stderr, file=sys.stderr)
+
+
+def _stub_names(names: dict[str, str]) -> list[str]:
+    """The stub libraries a tree gets: only the default one (libascendcl, as torch_npu links it) needs them."""
+    return [f"lib{n}.so" for n in STUB_LIBRARIES] if names["runtime"] == "libascendcl.so" else []
 
 
 def build(root: Path | str | None = None, *, runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv",

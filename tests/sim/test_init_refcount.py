@@ -78,7 +78,7 @@ RAW = """
     out["gone"] = [rt.aclFinalizeReference(C.byref(n)), n.value, msg(), rt.aclrtSetDevice(0), msg()]
     # a plain aclFinalize takes every reference with it
     out["plain"] = [rt.aclInit(None), rt.aclInit(None), rt.aclInit(None), rt.aclFinalize()]
-    out["after_plain"] = [rt.aclrtSetDevice(0), msg(), rt.aclrtGetDeviceCount(C.byref(C.c_uint32())), msg()]
+    out["after_plain"] = [rt.aclrtSetDevice(0), msg(), rt.aclrtCreateContext(C.byref(C.c_void_p()), 0), msg()]
     out["second_plain"] = [rt.aclFinalize(), rt.aclFinalizeReference(None)]
     print(json.dumps(out))
 """

@@ -158,6 +158,21 @@ stream_t *resolve_stream(const char *func, aclrtStream stream, ctx_t *c, int *co
 }
 
 /* ====================================================================== init / finalize */
+/* The simulated device count: CANN_SIM_DEVICE_COUNT (1..1024), default 2.  Returns 0 or 100000. */
+static int env_device_count(const char *func, int *ndev) {
+    *ndev = 2;
+    const char *v = getenv("CANN_SIM_DEVICE_COUNT");
+    if (v && *v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > 1024)
+            return cannsim_fail(ACL_ERROR_INVALID_PARAM,
+                                "%s: CANN_SIM_DEVICE_COUNT='%s' is not an integer between 1 and 1024", func, v);
+        *ndev = (int)n;
+    }
+    return 0;
+}
+
 CANNSIM_API aclError aclInit(const char *configPath) {
     ENTER("aclInit");
     if (configPath && *configPath) {
@@ -167,18 +182,11 @@ CANNSIM_API aclError aclInit(const char *configPath) {
                                 configPath, strerror(errno));
         fclose(f);
     }
-    int ndev = 2;
+    int ndev;
     uint64_t cap = 16ULL << 30;
-    const char *v = getenv("CANN_SIM_DEVICE_COUNT");
-    if (v && *v) {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*end || n < 1 || n > 1024)
-            return cannsim_fail(ACL_ERROR_INVALID_PARAM,
-                                "aclInit: CANN_SIM_DEVICE_COUNT='%s' is not an integer between 1 and 1024", v);
-        ndev = (int)n;
-    }
-    v = getenv("CANN_SIM_MEM_BYTES");
+    int rc = env_device_count("aclInit", &ndev);
+    if (rc) return rc;
+    const char *v = getenv("CANN_SIM_MEM_BYTES");
     if (v && *v && parse_bytes(v, &cap))
         return cannsim_fail(ACL_ERROR_INVALID_PARAM,
                             "aclInit: CANN_SIM_MEM_BYTES='%s' is not a positive byte count (e.g. 1073741824 or 1G)", v);
@@ -390,9 +398,12 @@ CANNSIM_API aclError aclrtGetDevice(int32_t *deviceId) {
 CANNSIM_API aclError aclrtGetDeviceCount(uint32_t *count) {
     ENTER("aclrtGetDeviceCount");
     if (!count) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceCount: count is NULL");
+    /* CANN answers from the driver, before aclInit too (RT device.cpp, aclrtGetDeviceCountImpl): so does the
+       simulator, from the configuration aclInit would use (torch_npu asks before aclInit, NPUFunctions.cpp) */
     pthread_mutex_lock(&g_mu);
-    int rc = need_init("aclrtGetDeviceCount");
-    if (!rc) *count = (uint32_t)g_ndev;
+    int rc = 0, n = g_ndev;
+    if (!g_inited) rc = env_device_count("aclrtGetDeviceCount", &n);
+    if (!rc) *count = (uint32_t)n;
     pthread_mutex_unlock(&g_mu);
     return rc;
 }

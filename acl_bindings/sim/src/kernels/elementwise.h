@@ -1,0 +1,30 @@
+/*
+ * elementwise.h - what the simulated copy, fill and reduce-sum operators share (ops/inplace_copy.c,
+ * ops/inplace_fill_scalar.c, ops/reduce_sum.c): an element of a supported dtype read as a double and written
+ * back with the dtype's rounding (float32, float16 and bfloat16 round to nearest, ties to even, through
+ * float32; integers truncate toward zero as a C cast; bool is value != 0), and a walk over a strided view.
+ */
+#ifndef CANNSIM_ELEMENTWISE_H
+#define CANNSIM_ELEMENTWISE_H
+
+#include <stdint.h>
+
+/* The dtypes these operators accept: float32, float16, bfloat16, float64, int8..int64, uint8, bool. */
+int ew_dtype_ok(int dtype);
+double ew_load(int dtype, const void *p);
+void ew_store(int dtype, void *p, double v);
+
+/* A view: sizes and element strides (ndim <= 25); data already points at the view's first element. */
+typedef struct {
+    int64_t ndim;
+    int64_t size[25];
+    int64_t stride[25];
+    int dtype;
+    char *data;
+} ew_view;
+
+/* Number of elements, and the byte offset of element number i (row-major order) of the view. */
+int64_t ew_numel(const ew_view *v);
+int64_t ew_offset(const ew_view *v, int64_t i);
+
+#endif

@@ -1,0 +1,147 @@
+"""The functions the simulator grew for torch_npu (src/rt_torch_npu.c, nnopbase_scalar.c, ops/inplace_copy.c,
+ops/inplace_fill_scalar.c, ops/reduce_sum.c), called raw through ctypes in a child process: their rules (docs/
+fidelity.md, "torch_npu") and their answers.  The end-to-end use by torch_npu itself is tests/torch_npu."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from acl_bindings import sim
+
+REPO = Path(__file__).resolve().parents[2]
+
+RAW = r"""
+import ctypes as C, json, struct, sys
+lib = sys.argv[1]
+rt = C.CDLL(lib + "/libascendcl.so")
+nn = C.CDLL(lib + "/libnnopbase.so")
+op = C.CDLL(lib + "/libopapi_cv.so")
+rt.aclGetRecentErrMsg.restype = C.c_char_p
+nn.aclCreateTensor.restype = C.c_void_p
+nn.aclCreateTensor.argtypes = [C.POINTER(C.c_int64), C.c_uint64, C.c_int, C.POINTER(C.c_int64), C.c_int64, C.c_int,
+                               C.POINTER(C.c_int64), C.c_uint64, C.c_void_p]
+nn.aclCreateScalar.restype = C.c_void_p
+nn.aclCreateScalar.argtypes = [C.c_void_p, C.c_int]
+nn.aclDestroyScalar.argtypes = [C.c_void_p]
+nn.aclDestroyTensor.argtypes = [C.c_void_p]
+nn.aclCreateIntArray.restype = C.c_void_p
+nn.aclCreateIntArray.argtypes = [C.POINTER(C.c_int64), C.c_uint64]
+nn.aclDestroyIntArray.argtypes = [C.c_void_p]
+for name in ("aclnnInplaceFillScalarGetWorkspaceSize", "aclnnInplaceCopyGetWorkspaceSize"):
+    getattr(op, name).argtypes = [C.c_void_p, C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
+op.aclnnReduceSumGetWorkspaceSize.argtypes = [C.c_void_p, C.c_void_p, C.c_bool, C.c_int, C.c_void_p,
+                                              C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
+for name in ("aclnnInplaceFillScalar", "aclnnInplaceCopy", "aclnnReduceSum"):
+    getattr(op, name).argtypes = [C.c_void_p, C.c_uint64, C.c_void_p, C.c_void_p]
+def msg():
+    m = rt.aclGetRecentErrMsg()
+    return m.decode() if m else ""
+out = {}
+n = C.c_uint32(0)
+out["count_before_init"] = [rt.aclrtGetDeviceCount(C.byref(n)), n.value]
+rt.aclInit(None); rt.aclrtSetDevice(0)
+s = C.c_void_p()
+out["stream_cfg"] = [rt.aclrtCreateStreamWithConfig(C.byref(s), 0, 3), rt.aclrtDestroyStream(s)]
+out["stream_cfg_bad"] = [rt.aclrtCreateStreamWithConfig(C.byref(s), 0, 0x100), msg()]
+out["failure_mode"] = [rt.aclrtSetStreamFailureMode(None, C.c_uint64(0)),
+                       rt.aclrtSetStreamFailureMode(None, C.c_uint64(1))]
+out["sat"] = [rt.aclrtSetDeviceSatMode(0), rt.aclrtSetDeviceSatMode(1), rt.aclrtSetDeviceSatMode(2), msg()]
+act = C.c_uint64(0)
+out["timeout"] = [rt.aclrtSetOpExecuteTimeOutV2(C.c_uint64(1234), C.byref(act)), act.value,
+                  rt.aclrtSetOpExecuteTimeOutV2(C.c_uint64(1), None)]
+v = C.c_int64(7)
+out["sysopt"] = [rt.aclrtGetSysParamOpt(0, C.byref(v)), v.value, rt.aclrtSetSysParamOpt(0, C.c_int64(1)),
+                 rt.aclrtGetSysParamOpt(0, C.byref(v)), v.value, rt.aclrtGetSysParamOpt(4, C.byref(v)),
+                 rt.aclrtCtxSetSysParamOpt(3, C.c_int64(0)), rt.aclrtCtxSetSysParamOpt(0, C.c_int64(1))]
+out["peek"] = [rt.aclrtPeekAtLastError(0), rt.aclrtPeekAtLastError(1)]
+out["not_supported"] = [rt.aclrtMapMem(None, C.c_size_t(0), C.c_size_t(0), None, C.c_uint64(0)), msg()]
+rt.aclCreateTensorDesc.restype = C.c_void_p
+out["tensor_desc"] = rt.aclCreateTensorDesc(0, 0, None, 2)
+
+# scalars
+f = C.c_float(2.5)
+sc = nn.aclCreateScalar(C.byref(f), 0)
+out["scalar"] = [bool(sc), nn.aclDestroyScalar(sc), nn.aclDestroyScalar(sc), nn.aclCreateScalar(None, 0) or 0]
+
+def dev(nbytes):
+    p = C.c_void_p(); assert rt.aclrtMalloc(C.byref(p), C.c_size_t(nbytes), 0) == 0; return p
+def tensor(dims, dtype, p, strides=None):
+    d = (C.c_int64 * len(dims))(*dims)
+    st = (C.c_int64 * len(dims))(*(strides or [int(x) for x in _rowmajor(dims)]))
+    n = 1
+    for x in dims: n *= x
+    stor = (C.c_int64 * 1)(max(n, 1))
+    return nn.aclCreateTensor(d, len(dims), dtype, st, 0, 2, stor, 1, p)
+def _rowmajor(dims):
+    acc, out = 1, []
+    for x in reversed(dims): out.append(acc); acc *= x
+    return list(reversed(out))
+def run(name, *args):
+    ws = C.c_uint64(0); ex = C.c_void_p()
+    rc = getattr(op, name + "GetWorkspaceSize")(*args, C.byref(ws), C.byref(ex))
+    if rc: return [rc, msg()]
+    rc = getattr(op, name)(None, 0, ex, None)
+    return [rc, rt.aclrtSynchronizeStream(None)]
+def host(p, nbytes):
+    b = (C.c_char * nbytes)(); rt.aclrtMemcpy(b, C.c_size_t(nbytes), p, C.c_size_t(nbytes), 2); return bytes(b)
+def put(p, data):
+    rt.aclrtMemcpy(p, C.c_size_t(len(data)), data, C.c_size_t(len(data)), 1)
+
+a = dev(64); b = dev(64); c = dev(64)
+ta = tensor([2, 3], 0, a)
+sc = nn.aclCreateScalar(C.byref(C.c_float(1.5)), 0)
+out["fill"] = run("aclnnInplaceFillScalar", ta, sc) + [list(struct.unpack("6f", host(a, 24)))]
+th = tensor([2, 3], 1, b)  # float16 <- float32
+out["copy_cast"] = run("aclnnInplaceCopy", th, ta) + [list(struct.unpack("6e", host(b, 12)))]
+put(c, struct.pack("3f", 1, 2, 4))
+row = tensor([3], 0, c)
+out["copy_broadcast"] = run("aclnnInplaceCopy", ta, row) + [list(struct.unpack("6f", host(a, 24)))]
+tbad = tensor([2], 0, c)
+out["copy_bad_shape"] = run("aclnnInplaceCopy", ta, tbad)
+d1 = nn.aclCreateIntArray((C.c_int64 * 1)(1), 1)
+d = dev(64); td = tensor([2], 0, d)
+out["sum_dim1"] = run("aclnnReduceSum", ta, d1, False, 0, td) + [list(struct.unpack("2f", host(d, 8)))]
+empty = nn.aclCreateIntArray(None, 0)
+t0 = tensor([], 0, d)
+out["sum_all"] = run("aclnnReduceSum", ta, empty, False, 0, t0) + [struct.unpack("f", host(d, 4))[0]]
+out["sum_bad_out"] = run("aclnnReduceSum", ta, d1, True, 0, td)
+out["sum_bad_dtype"] = run("aclnnReduceSum", ta, d1, False, 1, td)
+dd = nn.aclCreateIntArray((C.c_int64 * 2)(1, -1), 2)
+out["sum_repeat"] = run("aclnnReduceSum", ta, dd, False, 0, t0)
+print(json.dumps(out))
+"""
+
+
+def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
+    script = tmp_path / "raw.py"
+    script.write_text(textwrap.dedent(RAW))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_SIM_", "ASCEND_"))}
+    proc = subprocess.run([sys.executable, str(script), str(sim.LIB64)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["count_before_init"] == [0, 2]  # CANN answers before aclInit (RT device.cpp)
+    assert out["stream_cfg"] == [0, 0]
+    assert out["stream_cfg_bad"][0] == 100000 and "0x100" in out["stream_cfg_bad"][1]
+    assert out["failure_mode"] == [0, 207000]  # stop-on-failure is not simulated
+    assert out["sat"][:3] == [0, 0, 100000] and "mode 2" in out["sat"][3]
+    assert out["timeout"] == [0, 1234, 100000]
+    assert out["sysopt"] == [0, 0, 0, 0, 1, 100000, 100000, 0]
+    assert out["peek"] == [0, 100000]
+    assert out["not_supported"][0] == 207000 and "not supported" in out["not_supported"][1]
+    assert out["tensor_desc"] is None
+    assert out["scalar"][:3] == [True, 0, 161002] and out["scalar"][3] == 0
+    assert out["fill"] == [0, 0, [1.5] * 6]
+    assert out["copy_cast"] == [0, 0, [1.5] * 6]
+    assert out["copy_broadcast"] == [0, 0, [1.0, 2.0, 4.0, 1.0, 2.0, 4.0]]
+    assert out["copy_bad_shape"][0] == 161002 and "broadcast" in out["copy_bad_shape"][1]
+    assert out["sum_dim1"] == [0, 0, [7.0, 7.0]]
+    assert out["sum_all"] == [0, 0, 14.0]
+    assert out["sum_bad_out"][0] == 161002 and "reduced shape" in out["sum_bad_out"][1]
+    assert out["sum_bad_dtype"][0] == 161002 and "must be the same" in out["sum_bad_dtype"][1]
+    assert out["sum_repeat"][0] == 161002 and "twice" in out["sum_repeat"][1]

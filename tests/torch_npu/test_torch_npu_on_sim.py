@@ -1,0 +1,235 @@
+"""torch_npu 2.13.0, as published, runs nearest-exact 3-D upsampling on the simulator (issue 26).
+
+Two child processes, one per order of first initialisation, each started by a shell after
+``eval "$(python -m acl_bindings.sim env)"``.  Each prints a JSON record of what it saw; the simulator's call
+counters (``acl_bindings.sim.call_count``, read in the child: one runtime library serves torch_npu and this
+package) prove that the aclnn operators ran, not op-plugin's CPU fallback (which computes on the host with
+aclrtMemcpy and still returns NPU tensors), and its exit report (``CANN_SIM_REPORT``) how the runtime was torn
+down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Shared by both children: counters, and the package's reference.
+_PRELUDE = r"""
+import json, sys
+import numpy as np
+
+def counters(sim, names):
+    return {n: sim.call_count(n) for n in names}
+
+def delta(sim, before):
+    return {n: sim.call_count(n) - v for n, v in before.items()}
+
+WATCH = ["aclrtMemcpy", "aclrtMemcpyAsync", "aclrtSynchronizeStream", "aclnnInplaceCopy", "aclnnInplaceFillScalar",
+         "aclnnReduceSum", "aclnnUpsampleNearestExact3d", "aclnnUpsampleNearestExact3dBackward"]
+"""
+
+# torch_npu first: it initialises ACL; the package only borrows its runtime (and later takes a reference).
+TORCH_NPU_FIRST = _PRELUDE + r"""
+import torch, torch_npu
+import torch.nn.functional as F
+from acl_bindings import sim
+from upsample3d_grad.reference import upsample_nearest_exact3d_backward as ref_bwd
+from upsample3d_grad.reference.forward import upsample_nearest_exact3d_forward as ref_fwd
+from upsample3d_grad.functional import backward_torch, forward_torch, upsample_nearest_exact3d_backward
+
+out = {"available": bool(torch.npu.is_available())}
+gen = torch.Generator().manual_seed(26)
+x = torch.randn(2, 3, 4, 5, 6, generator=gen)
+size = (5, 7, 9)
+
+# round trip and the current stream
+xn = x.npu()
+out["roundtrip"] = bool(torch.equal(xn.cpu(), x)) and str(xn.device) == "npu:0"
+s = torch_npu.npu.current_stream()
+out["stream"] = [str(s.device), int(s.npu_stream) != 0]
+
+# F.interpolate forward, then backward(g), through op-plugin
+xr = x.npu().requires_grad_(True)
+c = counters(sim, WATCH)
+y = F.interpolate(xr, size=size, mode="nearest-exact")
+torch.npu.synchronize()
+out["fwd_calls"] = delta(sim, c)
+out["fwd_equal"] = bool(np.array_equal(y.detach().cpu().numpy(), ref_fwd(x.numpy(), size)))
+g = torch.randn(y.shape, generator=gen)
+gn = g.npu()
+c = counters(sim, WATCH)
+y.backward(gn)
+torch.npu.synchronize()
+out["bwd_calls"] = delta(sim, c)
+want = ref_bwd(g.numpy(), size, x.shape)
+out["bwd_maxdiff"] = float(np.max(np.abs(xr.grad.cpu().numpy() - want)))
+out["bwd_scale"] = float(np.max(np.abs(want)))
+
+# y.sum().backward() in three dtypes
+out["sum"] = {}
+for dt in (torch.float32, torch.float16, torch.bfloat16):
+    xd = x.to(dt)
+    xr = xd.npu()
+    xr.requires_grad_(True)
+    c = counters(sim, WATCH)
+    F.interpolate(xr, size=size, mode="nearest-exact").sum().backward()
+    torch.npu.synchronize()
+    calls = delta(sim, c)
+    ones = np.ones((2, 3) + size, dtype=np.float32)
+    want = ref_bwd(ones, size, x.shape)
+    got = xr.grad.float().cpu().numpy()
+    out["sum"][str(dt)] = {"calls": calls, "equal": bool(np.array_equal(got, want)), "dtype": str(xr.grad.dtype)}
+
+# the package's own torch paths on torch_npu tensors: zero-copy, on torch_npu's current stream
+xn = x.npu()
+gn = torch.randn((2, 3) + size, generator=gen).npu()
+torch.npu.synchronize()
+c = counters(sim, WATCH)
+yp = forward_torch(xn, size)
+gp = backward_torch(gn, size, tuple(x.shape))
+out["pkg_calls"] = delta(sim, c)  # before anything reads the results back
+out["pkg_devices"] = [str(yp.device), str(gp.device)]
+out["pkg_fwd_equal"] = bool(np.array_equal(yp.cpu().numpy(), ref_fwd(x.numpy(), size)))
+want = ref_bwd(gn.cpu().numpy(), size, x.shape)
+out["pkg_bwd_maxdiff"] = float(np.max(np.abs(gp.cpu().numpy() - want)))
+# on a user stream, in the simulator's deferred mode (work runs only at a synchronisation): torch_npu's sum reads
+# the package's result on the current stream; had the package queued its kernel on another stream, that read of
+# memory still being written there would fail (908401)
+side = torch_npu.npu.Stream()
+previous = sim.set_stream_mode("deferred")
+with torch_npu.npu.stream(side):
+    yp = forward_torch(xn, size)
+    total = yp.sum()
+    out["pkg_side_stream_sum"] = float(total.cpu())
+sim.set_stream_mode(previous)
+out["pkg_side_stream_want"] = float(ref_fwd(x.numpy(), size).astype(np.float64).sum())
+
+# then the package takes its own reference (a numpy call: its own session, aclInit answers 100002)
+r = upsample_nearest_exact3d_backward(np.ones((1, 1, 4, 4, 4), np.float32), (4, 4, 4), (1, 1, 2, 2, 2))
+out["pkg_numpy_sum"] = float(np.asarray(r).sum())
+print("RESULT " + json.dumps(out))
+"""
+
+# The package first: it initialises ACL; torch_npu's aclInit then answers 100002.
+PACKAGE_FIRST = _PRELUDE + r"""
+from upsample3d_grad.functional import upsample_nearest_exact3d_backward
+r = upsample_nearest_exact3d_backward(np.ones((1, 1, 4, 4, 4), np.float32), (4, 4, 4), (1, 1, 2, 2, 2))
+out = {"pkg_numpy_sum": float(np.asarray(r).sum())}
+import torch, torch_npu
+import torch.nn.functional as F
+from acl_bindings import sim
+from upsample3d_grad.functional import forward_torch
+from upsample3d_grad.reference.forward import upsample_nearest_exact3d_forward as ref_fwd
+x = torch.randn(1, 2, 3, 4, 5, generator=torch.Generator().manual_seed(1))
+xn = x.npu()
+c = counters(sim, WATCH)
+y = F.interpolate(xn, size=(4, 5, 6), mode="nearest-exact")
+torch.npu.synchronize()
+out["fwd_calls"] = delta(sim, c)
+out["fwd_equal"] = bool(np.array_equal(y.cpu().numpy(), ref_fwd(x.numpy(), (4, 5, 6))))
+out["pkg_fwd_equal"] = bool(np.array_equal(forward_torch(xn, (4, 5, 6)).cpu().numpy(), y.cpu().numpy()))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _run(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict[str, Any], dict[str, Any]]:
+    path = tmp_path / "scenario.py"
+    path.write_text(script)
+    report = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ASCEND_", "CANN_SIM_")) and k not in ("LD_LIBRARY_PATH", "LD_PRELOAD",
+                                                                     "TORCH_DEVICE_BACKEND_AUTOLOAD")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["CANN_SIM_REPORT"] = str(report)
+    py = sys.executable
+    cmd = f'eval "$("{py}" -m acl_bindings.sim env)" && exec "{py}" "{path}"'
+    proc = subprocess.run(["bash", "-c", cmd], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc, json.loads(lines[-1][len("RESULT "):]), json.loads(report.read_text())
+
+
+@pytest.fixture(scope="module")
+def torch_npu_first(tmp_path_factory: pytest.TempPathFactory):
+    return _run(TORCH_NPU_FIRST, tmp_path_factory.mktemp("torch_npu_first"))
+
+
+@pytest.fixture(scope="module")
+def package_first(tmp_path_factory: pytest.TempPathFactory):
+    return _run(PACKAGE_FIRST, tmp_path_factory.mktemp("package_first"))
+
+
+def test_env_makes_torch_npu_see_the_simulator(torch_npu_first) -> None:
+    _, out, _ = torch_npu_first
+    assert out["available"] is True
+    assert out["roundtrip"] is True
+    assert out["stream"] == ["npu:0", True]
+
+
+def test_interpolate_forward_and_backward_run_the_aclnn_operators(torch_npu_first) -> None:
+    _, out, _ = torch_npu_first
+    assert out["fwd_equal"] is True  # bit for bit against the package's reference
+    assert out["fwd_calls"]["aclnnUpsampleNearestExact3d"] == 1
+    assert out["fwd_calls"]["aclrtMemcpy"] == 0 and out["fwd_calls"]["aclrtMemcpyAsync"] == 0  # no CPU fallback
+    assert out["bwd_calls"]["aclnnUpsampleNearestExact3dBackward"] == 1
+    assert out["bwd_calls"]["aclrtMemcpy"] == 0 and out["bwd_calls"]["aclrtMemcpyAsync"] == 0
+    assert out["bwd_maxdiff"] <= 1e-5 * max(1.0, out["bwd_scale"])
+
+
+@pytest.mark.parametrize("dtype", ["torch.float32", "torch.float16", "torch.bfloat16"])
+def test_sum_backward_in_each_dtype(torch_npu_first, dtype: str) -> None:
+    _, out, _ = torch_npu_first
+    rec = out["sum"][dtype]
+    assert rec["dtype"] == dtype
+    assert rec["equal"] is True  # window counts: exact in every dtype
+    calls = rec["calls"]
+    for op in ("aclnnUpsampleNearestExact3d", "aclnnReduceSum", "aclnnInplaceFillScalar",
+               "aclnnUpsampleNearestExact3dBackward"):
+        assert calls[op] >= 1, (op, calls)
+    assert calls["aclrtMemcpy"] == 0 and calls["aclrtMemcpyAsync"] == 0, calls
+
+
+def test_package_torch_paths_are_zero_copy_on_the_current_stream(torch_npu_first) -> None:
+    _, out, _ = torch_npu_first
+    calls = out["pkg_calls"]
+    assert calls["aclnnUpsampleNearestExact3d"] == 1 and calls["aclnnUpsampleNearestExact3dBackward"] == 1
+    assert calls["aclrtMemcpy"] == calls["aclrtMemcpyAsync"] == calls["aclnnInplaceCopy"] == 0, calls
+    assert calls["aclrtSynchronizeStream"] == 0, calls  # queued on the stream, not waited for
+    assert out["pkg_devices"] == ["npu:0", "npu:0"]
+    assert out["pkg_fwd_equal"] is True
+    assert out["pkg_bwd_maxdiff"] <= 1e-4
+    assert out["pkg_side_stream_sum"] == pytest.approx(out["pkg_side_stream_want"], rel=1e-5)
+
+
+def test_torch_npu_first_exits_cleanly_torn_down_once(torch_npu_first) -> None:
+    proc, out, report = torch_npu_first
+    assert out["pkg_numpy_sum"] == 64.0
+    assert report["aclInit"] == 2  # torch_npu's, then the package's (100002, a second reference)
+    assert report["aclFinalizeReference"] == 1 and report["aclFinalize"] == 1  # the package's, then torch_npu's
+    assert report["initialized_at_exit"] is False
+    assert report["references_torn_down_by_aclFinalize"] == 0
+    assert report["used_after_torn_down_under_them"] == 0
+    assert "cannsim:" not in proc.stderr, proc.stderr
+
+
+def test_package_first_exits_cleanly(package_first) -> None:
+    proc, out, report = package_first
+    assert out["pkg_numpy_sum"] == 64.0
+    assert out["fwd_equal"] is True and out["pkg_fwd_equal"] is True
+    assert out["fwd_calls"]["aclnnUpsampleNearestExact3d"] == 1 and out["fwd_calls"]["aclrtMemcpy"] == 0
+    # torch_npu's aclInit answered 100002, so by its own rule (npu_sys_ctrl.cpp) it never calls aclFinalize: the
+    # package gives its reference back and torch_npu's stays held until the process ends
+    assert report["aclInit"] == 2
+    assert report["aclFinalize"] == 0 and report["aclFinalizeReference"] == 1
+    assert report["initialized_at_exit"] is True and report["init_references_at_exit"] == 1
+    assert report["used_after_torn_down_under_them"] == 0
+    assert "cannsim:" not in proc.stderr, proc.stderr
