@@ -15,14 +15,10 @@ On failure the ``aclGetRecentErrMsg`` text is read once, immediately, on the
 failing thread, and stored in the exception.
 
 A closed handle object passed to a bound function raises :class:`ClosedError` (ctypes would
-report it as ``ctypes.ArgumentError``), and an interrupt is always a ``KeyboardInterrupt``.
-:meth:`Lib.unchecked` gives function objects without the Python ``errcheck``, for the calls
-whose result must be stored in the same statement (:mod:`._resource`), and for hot loops.
-
-Speed is a property of the bound function itself: each is made for its prototype, with one
-positional parameter per C parameter, and tests for handle objects only where a handle can be
-passed (so a call with plain values is the ctypes call plus one Python frame), and the
-functions of :data:`.prototypes.HOLDS_GIL` (host metadata, never waiting) keep the GIL.
+report it as ``ctypes.ArgumentError``).  :meth:`Lib.unchecked` gives function objects without
+the Python ``errcheck``, for the calls whose result must be stored in the same statement
+(:mod:`._resource`).  The functions of :data:`.prototypes.HOLDS_GIL` (host metadata, never
+waiting) keep the GIL.
 """
 
 from __future__ import annotations
@@ -32,11 +28,11 @@ import logging
 import threading
 from ctypes import c_void_p
 from enum import IntEnum
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 from . import _config, _loader
 from ._codes import ACLNN_ERR_INNER_NULLPTR
-from ._resource import STATE, Resource, exit_error, run_using
+from ._resource import STATE, Resource, exit_error
 from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, ClosedError, LibraryNotFoundError
 from .prototypes import HOLDS_GIL, OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
@@ -79,58 +75,25 @@ def failure(status: int, func: str) -> Exception:
     return AclError.from_status(status, func, recent_error_message())
 
 
-def _argument_error(name: str, args: tuple[Any, ...], exc: ctypes.ArgumentError) -> BaseException:
-    """What a ``ctypes.ArgumentError`` from converting *args* really was."""
-    for arg in args:
-        if isinstance(arg, Resource) and arg.closed:
-            return ClosedError(f"{name}: this {arg._what} is closed")
-    if ": KeyboardInterrupt" in str(exc):  # an interrupt while ctypes ran an _as_parameter_ or from_param
-        return KeyboardInterrupt()
-    return exc
-
-
-def _explain(name: str, args: tuple[Any, ...], exc: ctypes.ArgumentError) -> None:
-    """Raise what a ``ctypes.ArgumentError`` from *name* really was, if it was something else."""
-    error = _argument_error(name, args, exc)
-    if error is not exc:
-        raise error from None
-
-
-def _call_using(fn: Any, name: str, args: tuple[Any, ...]) -> Any:
-    """*fn(*args)* with its :class:`Resource` arguments marked in use for the call (their ``close()`` waits)."""
-    try:
-        return run_using([a for a in args if isinstance(a, Resource)], fn, *args)
-    except ctypes.ArgumentError as exc:
-        _explain(name, args, exc)
-        raise
-
-
 def _bind(fn: Any, argtypes: tuple[Any, ...]) -> Callable[..., Any]:
-    """The Python function through which the ctypes function *fn* is called: one positional parameter per C
-    parameter; ``ctypes.ArgumentError`` turned into what it was (:func:`_argument_error`); the
-    :class:`Resource` arguments are marked in use for the call (:func:`_call_using`).  Only parameters
-    of a handle type are tested for handle objects, so a call with plain values costs one Python frame.
-
-    (Generated for the arity, as :mod:`dataclasses` generates its methods: a ``*args`` function pays for
-    the tuple and a loop on every call.)
-    """
+    """The Python function through which the ctypes function *fn* is called: a closed handle object among the
+    arguments (whose class-level ``_as_parameter_`` ctypes refuses) raises :class:`ClosedError` instead of
+    ``ctypes.ArgumentError``.  Raw calls take no lock: the objects' own methods do (:mod:`._resource`)."""
     name = fn.__name__
-    params = ", ".join(f"a{k}" for k in range(len(argtypes)))
-    handles = [f"isinstance(a{k}, Resource)" for k, t in enumerate(argtypes) if t in _HANDLE_PARAMS]
-    test = f"        if {' or '.join(handles)}:\n            return call_using(fn, name, ({params},))\n" \
-        if handles else ""
-    # a closure over fn (as a hand-written wrapper would be): what it calls is visible as fn's cell
-    source = (f"def make(fn, name, Resource, ArgumentError, call_using, explain):\n"
-              f"    def {name}({params}):\n{test}        try:\n            return fn({params})\n"
-              f"        except ArgumentError as exc:\n"
-              f"            explain(name, ({params}{',' if params else ''}), exc)\n            raise\n"
-              f"    return {name}\n")
-    scope: dict[str, Any] = {}
-    exec(compile(source, f"<acl_bindings.lib.{name}>", "exec"), scope)  # noqa: S102 - our own text, made above
-    bound = scope["make"](fn, name, Resource, ctypes.ArgumentError, _call_using, _explain)
+
+    def bound(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ctypes.ArgumentError:
+            for arg in args:
+                if isinstance(arg, Resource) and arg.closed:
+                    raise ClosedError(f"{name}: this {arg._what} is closed") from None
+            raise
+
+    bound.__name__ = name
     bound.__qualname__ = f"lib.{name}"
     bound.__doc__ = f"{name}: the C function (argtypes {', '.join(t.__name__ for t in argtypes) or 'none'})."
-    return cast(Callable[..., Any], bound)
+    return bound
 
 
 def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:

@@ -186,8 +186,9 @@ class CachingAllocator:
         Counts of blocks made with ``aclrtMalloc`` and of requests served from the cache.
     """
 
-    def __init__(self, device: Device, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, device: Device, capacity: int = DEFAULT_CAPACITY, *, lock: Any = None) -> None:
         self.device = device
+        self._lock = lock  # the owner's, for the device buffers it makes (see acl_bindings._resource)
         self.capacity = int(capacity)
         self._free: OrderedDict[int, list[_Block]] = OrderedDict()  # rounded size -> blocks, most recent last
         self._cached = 0
@@ -223,15 +224,21 @@ class CachingAllocator:
         block = self._take(size)
         if block is None:
             try:
-                block = _Block(DeviceBuffer(self.device, size))
+                block = _Block(self._malloc(size))
             except AclMemoryError:
                 self.empty_cache(wait=True)  # out of memory: free the cache, then once more
-                block = _Block(DeviceBuffer(self.device, size))
+                block = _Block(self._malloc(size))
             self.mallocs += 1
         else:
             self.reuses += 1
         self._live[id(block)] = block
         return PooledBuffer(self, block, nbytes, clock)
+
+    def _malloc(self, size: int) -> DeviceBuffer:
+        buffer = DeviceBuffer(self.device, size)
+        if self._lock is not None:
+            buffer._lock = self._lock
+        return buffer
 
     def _drain(self) -> None:
         while self._dropped:

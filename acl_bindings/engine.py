@@ -73,13 +73,21 @@ def check_values(op: TwoPhaseOp, values: Sequence[Any]) -> None:
                         f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
 
 
+def _owned(obj: Any, lock: Any) -> Any:
+    """*obj*, used under its owner's *lock* from now on (None: the process lock; see acl_bindings._resource)."""
+    if lock is not None:
+        obj._lock = lock
+    return obj
+
+
 class _Descriptors:
     """The aclTensors and aclIntArrays of one call shape (a plan's storage description when *plan*), and
     phase 1's arguments in schema order.  A failure while making them closes what was made."""
 
-    def __init__(self, op: TwoPhaseOp, values: Sequence[Any], plan: bool) -> None:
+    def __init__(self, op: TwoPhaseOp, values: Sequence[Any], plan: bool, lock: Any = None) -> None:
         self.objects: list[Any] = []  # tensors and int arrays, in schema order
         self.args: list[Any] = []
+        self.lock = lock
         try:
             for arg, v in zip(op.schema, values):
                 if arg.is_tensor:
@@ -89,7 +97,7 @@ class _Descriptors:
                 else:
                     self.args.append(float(v))
                     continue
-                self.args.append(self.objects[-1])
+                self.args.append(_owned(self.objects[-1], lock))
         except BaseException:
             self.close()
             raise
@@ -97,7 +105,7 @@ class _Descriptors:
     def replace(self, pos: int, tensor: Tensor) -> Tensor:
         """Use *tensor* at schema position *pos* from now on; returns the replaced one (the caller closes it)."""
         old = self.args[pos]
-        self.args[pos], self.objects[self.objects.index(old)] = tensor, tensor
+        self.args[pos], self.objects[self.objects.index(old)] = tensor, _owned(tensor, self.lock)
         return old
 
     def close(self) -> None:
@@ -127,9 +135,11 @@ class Call:
 
     retry_after = 64
 
-    def __init__(self, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True, probe: bool = False) -> None:
+    def __init__(self, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True, probe: bool = False,
+                 lock: Any = None) -> None:
         check_values(op, values)
         self.op = op
+        self._lock = lock  # the owner's: the objects it makes are used under it
         self.plan = False
         self.fallback: Optional[str] = None
         self.workspace_size = 0
@@ -150,11 +160,12 @@ class Call:
     def _make_plan(self) -> None:
         """Descriptors in a plan's storage, phase 1 and a repeatable executor.  A refusal is kept in
         :attr:`fallback`, its executor destroyed unrun, and the call stays (or becomes) one-shot."""
-        made = _Descriptors(self.op, self._values, True)
+        made = _Descriptors(self.op, self._values, True, self._lock)
         executor: Optional[Executor] = None
         refusal: Optional[AclError] = None
         try:
             size, executor = self.op.get_workspace_size(*made.args, keep=tuple(made.objects))
+            _owned(executor, self._lock)
             if not executor.repeatable:  # (phase 1 with nothing to run gives an executor that needs no mode)
                 try:
                     executor.make_repeatable()
@@ -178,7 +189,7 @@ class Call:
     def _make_oneshot(self, probe: bool) -> None:
         """Descriptors in the values' own storage; with *probe*, phase 1 on them once (its errors surface now,
         and :attr:`workspace_size` is known), its executor destroyed unrun (cann-abi.md §1.3)."""
-        made = _Descriptors(self.op, self._values, False)
+        made = _Descriptors(self.op, self._values, False, self._lock)
         if probe:
             try:
                 self.workspace_size, executor = self.op.get_workspace_size(*made.args, keep=tuple(made.objects))
@@ -213,6 +224,7 @@ class Call:
             assert executor is not None
         else:
             size, executor = self.op.get_workspace_size(*descriptors.args, keep=tuple(descriptors.objects))
+            _owned(executor, self._lock)
             self.workspace_size = size
         try:
             address = workspace.reserve(size)

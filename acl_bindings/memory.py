@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._lib import lib, raise_for_status
-from ._resource import ClosedParameter, Resource, in_use, release_cell
+from ._resource import Resource, in_use, release_cell
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device
 from .streams import Stream
@@ -96,7 +96,6 @@ class DeviceBuffer(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
-    _as_parameter_ = ClosedParameter()
 
     def close(self) -> None:
         """Free the memory now (see :class:`~acl_bindings._resource.Resource`).  Idempotent."""

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from ._lib import lib, null_handle_error, raise_for_status
-from ._resource import ClosedParameter, Resource, release_cell
+from ._resource import Resource, release_cell
 from ._types import aclIntArray_p, aclTensor_p
 from .enums import DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
@@ -190,7 +190,6 @@ class Tensor(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
-    _as_parameter_ = ClosedParameter()
 
     @property
     def dtype(self) -> np.dtype:
@@ -226,7 +225,6 @@ class IntArray(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
-    _as_parameter_ = ClosedParameter()
 
     def __len__(self) -> int:
         return len(self.values)

@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Any, NamedTuple, Sequence
 
 from ._lib import lib, raise_for_status
-from ._resource import ClosedParameter, Resource, release_cell, releases_allowed, run_using
+from ._resource import Resource, lock_of, release_cell, releases_allowed
 from ._types import aclIntArray_p, aclOpExecutor_p, aclTensor_p
 from .memory import DeviceBuffer
 from .meta import Tensor
@@ -124,7 +124,6 @@ class Executor(Resource):
         if cell.value:
             self._as_parameter_ = self.handle
 
-    _as_parameter_ = ClosedParameter()
 
     def make_repeatable(self) -> None:
         """Allow repeated phase-2 runs.  Wraps: aclSetAclOpExecutorRepeatable."""
@@ -238,7 +237,8 @@ class TwoPhaseOp:
         size = c_uint64()
         executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
         try:
-            getattr(lib, self.phase1_name)(*args, size, executor.out)  # (size: the cell itself, Lib.unchecked)
+            with lock_of(args):  # (the handles' close() waits for it)
+                getattr(lib, self.phase1_name)(*args, size, executor.out)  # (size: the cell itself)
             executor._adopted()
         except BaseException:
             executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)
@@ -262,12 +262,14 @@ class TwoPhaseOp:
         cell = executor._cell
         assert cell is not None
         device = getattr(stream, "device", None)  # (a raw call may pass no Stream: the library answers)
-        with device.active() if device is not None else nullcontext():
+        with lock_of((executor, stream)), device.active() if device is not None else nullcontext():
+            executor._check_open()  # (again, under its lock: a close() on another thread went first)
             if clock is not None:
                 clock.queued()
-            if executor.repeatable:  # it outlives the call: marked in use (with the stream), so their close() waits
-                users: list[Resource] = [executor, stream] if isinstance(stream, Resource) else [executor]
-                rc = run_using(users, fn, address, workspace_size, cell, stream)
+            if isinstance(stream, Resource):
+                stream = stream._as_parameter_  # (its raw handle, as the C-call log shows it)
+            if executor.repeatable:  # it outlives the call: its close() waits for the lock
+                rc = fn(address, workspace_size, cell, stream)
             else:  # consumed whether or not it succeeds: forgotten right before the call (see release_cell)
                 handle, cell.value = cell.value, None
                 rc = fn(address, workspace_size, handle, stream)

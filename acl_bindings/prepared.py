@@ -31,7 +31,7 @@ class PreparedCall:
         with session._lock, session._active():
             self._values = session.values_of(op, values)
             self._check_distinct(self._values)
-            self._call = Call(op, self._values, plan=plan, probe=True)
+            self._call = Call(op, self._values, plan=plan, probe=True, lock=session._lock)
             session._prepared.add(self)
             session.workspace.reserve(self._call.workspace_size)  # (now: a call allocates nothing)
         self._key = plan_key(op, self._values)

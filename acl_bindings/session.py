@@ -75,9 +75,11 @@ class Session:
         self.backend = load_backend()
         self.device = Device(device_id)
         #: The device memory of the session's arrays and temporaries, cached between calls
-        self.allocator = CachingAllocator(self.device)
+        self.device._lock = self._lock  # (what the session owns is used under its lock: acl_bindings._resource)
+        self.allocator = CachingAllocator(self.device, lock=self._lock)
         try:
             self.stream = Stream(self.device)
+            self.stream._lock = self._lock
             stream = self.stream
             self.clock.synchronize = lambda: stream.synchronize()  # (the stream's, never the session's)
             self.workspace = Workspace(self.device, self.stream, allocator=self.allocator, clock=self.clock)
@@ -270,7 +272,7 @@ class Session:
             key = plan_key(op, values)
         call = self.plans.get(key)
         if call is None:
-            call = self.plans.add(key, Call(op, values, plan=self.use_plans), self._sync_if_pending)
+            call = self.plans.add(key, Call(op, values, plan=self.use_plans, lock=self._lock), self._sync_if_pending)
         size = call.run(values, self.workspace, self.stream, self.clock)
         self.calls += 1
         self.last_workspace_size = size

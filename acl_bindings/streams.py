@@ -10,7 +10,7 @@ from __future__ import annotations
 from ctypes import byref, c_float, c_void_p
 
 from ._lib import lib, raise_for_status
-from ._resource import ClosedParameter, Resource, in_use, release_cell
+from ._resource import Resource, in_use, release_cell
 from .runtime import Device
 from .values import int32_arg
 
@@ -39,7 +39,6 @@ class Stream(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
-    _as_parameter_ = ClosedParameter()
 
     @in_use
     def synchronize(self, timeout_ms: int | None = None) -> None:

@@ -360,7 +360,7 @@ def test_the_fidelity_tables_name_tests_that_exist() -> None:
         if not row.startswith("| ") or row.startswith("| rule") or row.startswith("| variable"):
             continue
         cell = row.rstrip(" |").split(" | ")[-1]
-        for path, dots, name in re.findall(r"`(?:((?:unit|sim|npu)/[\w/]+\.py)|(…))?(?:::(\w+))?", cell):
+        for path, dots, name in re.findall(r"`(?:((?:unit|sim|npu|torch_npu)/[\w/]+\.py)|(…))?(?:::(\w+))?", cell):
             if dots:
                 path = ellipsis.group(1)
             if path:
