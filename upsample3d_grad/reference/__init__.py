@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -76,7 +77,7 @@ __all__ = [
     "forward_ratios", "soc_family", "source_indices", "torch_cpu_forward_index", "upsample_nearest_exact3d_forward",
 ]
 
-_DimKey = tuple[int, int, float | None, str]
+_DimKey = tuple[int, int, Optional[float], str]
 
 
 @functools.lru_cache(maxsize=512)
@@ -88,6 +89,12 @@ def _dim(in_size: int, out_size: int, key: float | None, convention: str) -> Dim
 
 def _dim_keys(osz: Sequence[int], isz: Sequence[int], scales: Scales, convention: str) -> tuple[_DimKey, ...]:
     """Cache keys of the three dims: the float32 factor (cann) or the per-dim scale (torch_cpu)."""
+    return _keys(tuple(osz), tuple(isz), tuple(scales), convention)
+
+
+@functools.lru_cache(maxsize=512)  # (numpy's scalar arithmetic would cost half a tiny call)
+def _keys(osz: tuple[int, ...], isz: tuple[int, ...], scales: tuple[Optional[float], ...], convention: str
+          ) -> tuple[_DimKey, ...]:
     if convention == "cann":
         return tuple((isz[k + 2], osz[k], float(f), convention) for k, f in enumerate(_cann_factors(osz, isz, scales)))
     return tuple((isz[k + 2], osz[k], float(s) if _given(s) else None, convention)  # type: ignore[arg-type]
@@ -99,19 +106,10 @@ def _plan(shape: tuple[int, ...], layout: str, keys: tuple[_DimKey, ...]) -> Sum
     return SumPlan(shape, layout, tuple(_dim(*k) for k in keys))  # type: ignore[arg-type]
 
 
-def upsample_nearest_exact3d_backward(
-    grad_output: np.ndarray,
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    layout: str = "NCDHW",
-    convention: str = "cann",
-    out: np.ndarray | None = None,
-    threads: int = 1,
-) -> np.ndarray:
+def upsample_nearest_exact3d_backward(grad_output: np.ndarray, output_size: Sequence[int], input_size: Sequence[int],
+                                      scales_d: float | None = None, scales_h: float | None = None,
+                                      scales_w: float | None = None, *, layout: str = "NCDHW", convention: str = "cann",
+                                      out: np.ndarray | None = None, threads: int = 1) -> np.ndarray:
     """Reference gradient of 3-D nearest-exact upsampling.
 
     Parameters
@@ -153,9 +151,8 @@ def upsample_nearest_exact3d_backward(
     n, c = isz[0], isz[1]
     expect_in = _phys(layout, n, c, *osz)
     if g.shape != expect_in:
-        raise ValueError(
-            f"grad_output shape must be {expect_in} ({layout} from input_size N, C and output_size), got {g.shape}"
-        )
+        raise ValueError(f"grad_output shape must be {expect_in} ({layout} from input_size N, C and output_size), "
+                         f"got {g.shape}")
     expect_out = _phys(layout, n, c, *isz[2:])
     plan = _plan(g.shape, layout, _dim_keys(osz, isz, scales, convention))
     if out is None:

@@ -78,13 +78,8 @@ def mixed_scales(scales_d: float | None = None, scales_h: float | None = None, s
     return any(flags) and not all(flags)
 
 
-def resolve_scales(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-) -> tuple[float, float, float]:
+def resolve_scales(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                   scales_h: float | None = None, scales_w: float | None = None) -> tuple[float, float, float]:
     """The float32 factors ``s_k`` the CANN kernel uses (cann-abi.md §5.2), as exact floats.
 
     ``f32(scale_k)`` for every dim when all three scales are > 0, otherwise ``f32(O_k) / f32(I_k)`` for every dim.
@@ -121,13 +116,9 @@ def tie_mismatches(in_size: int, out_size: int, scale: float | None = None) -> l
     return _mismatches(i, o, s, s)
 
 
-def convention_differences(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-) -> dict[str, list[tuple[int, int, int]]]:
+def convention_differences(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                           scales_h: float | None = None, scales_w: float | None = None
+                           ) -> dict[str, list[tuple[int, int, int]]]:
     """Per dim (keys ``"D"``, ``"H"``, ``"W"``), the differences of the two conventions in 3-D, as
     :func:`tie_mismatches` gives them, but with CANN's all-or-none scale rule while PyTorch decides per dim (so
     mixed scales show up here)."""

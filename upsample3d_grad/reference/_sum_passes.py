@@ -114,10 +114,8 @@ class _TableInfo:
         return self._weights
 
     def cost(self, outer: int, inner: int, matmul: bool = True) -> tuple[str, float, int]:
-        """Cheapest method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls).
-
-        "matmul" (innermost dim only, *matmul* true) multiplies by :meth:`weights`; it is chosen
-        when its flops are cheaper than the additive methods, which stay the exact fallback."""
+        """Cheapest method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls); "matmul"
+        only for the innermost dim, and when *matmul* is true (the additive methods stay its exact fallback)."""
         if inner > 1:
             calls = self.run_calls
             t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP) + calls * _T_CALL
@@ -154,12 +152,10 @@ class _AxisOp:
     __slots__ = ("axis", "info", "method", "split", "rows", "fallback")
 
     def __init__(self, axis: int, info: _TableInfo, method: str, split: bool, fallback: str = "runs") -> None:
-        self.rows: dict[tuple[int, int], np.ndarray] = {}
-        self.axis = axis
-        self.info = info
-        self.method = method
+        self.axis, self.info, self.method = axis, info, method
         self.split = split  # innermost dim: sum short runs window by window
         self.fallback = fallback  # additive method behind "matmul"
+        self.rows: dict[tuple[int, int], np.ndarray] = {}  # the slide method's gather rows per chunk shape
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         method = self.method
@@ -173,8 +169,8 @@ class _AxisOp:
             self._slide(x, out)
 
     def _matmul(self, x: np.ndarray, out: np.ndarray) -> bool:
-        """out = x @ weights along the innermost axis; False (out then undefined) if the result
-        is not all finite, so that the caller sums exactly instead."""
+        """out = x @ weights along the innermost axis; False (out then undefined) if the result is not all finite
+        (``0 * inf`` spreads nan to other windows), so that the caller sums exactly instead."""
         lo = self.info.lo
         drop: tuple[Any, ...] = (Ellipsis,) + (0,) * (x.ndim - 1 - self.axis)  # dims after the axis have size 1
         src = x[_idx(self.axis, slice(int(lo[0]), int(lo[-1])), x.ndim)][drop]
@@ -209,12 +205,8 @@ class _AxisOp:
                 np.copyto(dst, x[_idx(axis, slice(a, a + n))], casting="unsafe")
             elif ell < _BIG_RUN:
                 stop = a + n * ell
-                np.add(
-                    x[_idx(axis, slice(a, stop, ell))],
-                    x[_idx(axis, slice(a + 1, stop, ell))],
-                    out=dst,
-                    dtype=np.float32,
-                )
+                np.add(x[_idx(axis, slice(a, stop, ell))], x[_idx(axis, slice(a + 1, stop, ell))], out=dst,
+                       dtype=np.float32)
                 for t in range(2, ell):
                     np.add(dst, x[_idx(axis, slice(a + t, stop, ell))], out=dst, dtype=np.float32)
             else:

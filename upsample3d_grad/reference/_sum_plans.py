@@ -181,11 +181,8 @@ class SumPlan:
         if layout == "NDHWC":
             bsl = [(slice(a, min(a + units, shape[0])),) for a in range(0, shape[0], units)]
         elif units < shape[1]:
-            bsl = [
-                (slice(a, a + 1), slice(b, min(b + units, shape[1])))
-                for a in range(shape[0])
-                for b in range(0, shape[1], units)
-            ]
+            bsl = [(slice(a, a + 1), slice(b, min(b + units, shape[1])))
+                   for a in range(shape[0]) for b in range(0, shape[1], units)]
         else:
             step = units // shape[1]
             bsl = [(slice(a, min(a + step, shape[0])), slice(None)) for a in range(0, shape[0], step)]

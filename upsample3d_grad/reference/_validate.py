@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 import ml_dtypes
 import numpy as np
@@ -23,7 +23,7 @@ SUPPORTED_DTYPES: tuple[np.dtype, ...] = (np.dtype(np.float32), np.dtype(np.floa
 """dtypes accepted for gradOut (cann-abi.md §5.1 step 3.2)."""
 
 _DIM_NAMES = ("D", "H", "W")
-Scales = list[float | None]
+Scales = Sequence[Optional[float]]  # the three scales (Optional: Python 3.9 evaluates this line)
 
 
 def _given(scale: float | None) -> bool:

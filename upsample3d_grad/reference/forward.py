@@ -47,19 +47,9 @@ from ._validate import (
     spatial_axes,
 )
 
-__all__ = [
-    "FORWARD_CONVENTIONS",
-    "SOCS",
-    "adjoint_mismatches",
-    "adjoint_residual",
-    "backward_owner",
-    "forward_index",
-    "forward_ratios",
-    "soc_family",
-    "source_indices",
-    "torch_cpu_forward_index",
-    "upsample_nearest_exact3d_forward",
-]
+__all__ = ["FORWARD_CONVENTIONS", "SOCS", "adjoint_mismatches", "adjoint_residual", "backward_owner", "forward_index",
+           "forward_ratios", "soc_family", "source_indices", "torch_cpu_forward_index",
+           "upsample_nearest_exact3d_forward"]
 
 SOCS: tuple[str, ...] = ("a2a3", "ascend950")
 """The kernel variants whose scale handling differs (facts §3.5)."""
@@ -91,15 +81,9 @@ def _ratios(osz: Sequence[int], isz: Sequence[int], scales: Scales, soc: str) ->
     return r
 
 
-def forward_ratios(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    soc: str = "a2a3",
-) -> tuple[float, float, float]:
+def forward_ratios(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                   scales_h: float | None = None, scales_w: float | None = None, *, soc: str = "a2a3"
+                   ) -> tuple[float, float, float]:
     """The float32 ratios ``r_D, r_H, r_W`` the forward kernel of *soc* multiplies by (facts §3.5), as exact floats.
 
     *output_size* is ``(oD, oH, oW)``, *input_size* ``(N, C, iD, iH, iW)``; a scale (output over input) counts
@@ -154,16 +138,9 @@ def _backward_maps(osz: Sequence[int], isz: Sequence[int], scales: Scales, conve
     return [_owner(_cann_lo(isz[k + 2], osz[k], f[k]), osz[k]) for k in range(3)]
 
 
-def source_indices(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    convention: str = "cann",
-    soc: str = "a2a3",
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def source_indices(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                   scales_h: float | None = None, scales_w: float | None = None, *, convention: str = "cann",
+                   soc: str = "a2a3") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The forward's input index of every output index, per dim (D, H, W), under *convention* (and *soc*)."""
     convention = _check_choice("convention", convention, FORWARD_CONVENTIONS)
     soc = _check_choice("soc", soc, SOCS)
@@ -191,17 +168,9 @@ def _checked(x: Any, output_size: Any, scales: tuple[Any, Any, Any], layout: Any
     return x, osz, isz, s, layout, convention
 
 
-def upsample_nearest_exact3d_forward(
-    x: np.ndarray,
-    output_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    layout: str = "NCDHW",
-    convention: str = "cann",
-    soc: str = "a2a3",
-) -> np.ndarray:
+def upsample_nearest_exact3d_forward(x: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
+                                     scales_h: float | None = None, scales_w: float | None = None, *,
+                                     layout: str = "NCDHW", convention: str = "cann", soc: str = "a2a3") -> np.ndarray:
     """Forward nearest-exact 3-D upsampling as the CANN kernel of *soc* computes it (or as torch CPU does).
 
     *x* is float32/float16/bfloat16, ``(N, C, iD, iH, iW)`` for ``"NCDHW"`` or ``(N, iD, iH, iW, C)`` for
@@ -215,16 +184,9 @@ def upsample_nearest_exact3d_forward(
     return _gather(x, _source_maps(osz, isz, s, convention, soc), layout)
 
 
-def upsample_nearest_exact3d(
-    x: np.ndarray,
-    output_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    layout: str = "NCDHW",
-    convention: str = "cann",
-) -> np.ndarray:
+def upsample_nearest_exact3d(x: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
+                             scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
+                             convention: str = "cann") -> np.ndarray:
     """The exact adjoint of :func:`upsample3d_grad.reference.upsample_nearest_exact3d_backward` under
     *convention*: a forward whose output ``o`` reads the input whose backward window holds it (0 when none does,
     ``"cann"``), or PyTorch CPU's backward index map (``"torch_cpu"``).  Arguments as for
@@ -250,15 +212,9 @@ def _maps(output_size: Any, input_size: Any, scales: tuple[Any, Any, Any], soc: 
     return _source_maps(osz, isz, s, "cann", soc), _backward_maps(osz, isz, s)
 
 
-def adjoint_mismatches(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    soc: str = "a2a3",
-) -> dict[str, list[tuple[int, int, int]]]:
+def adjoint_mismatches(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                       scales_h: float | None = None, scales_w: float | None = None, *, soc: str = "a2a3"
+                       ) -> dict[str, list[tuple[int, int, int]]]:
     """Per dim, the outputs where the forward's index and the backward's window disagree (both get these scales).
 
     Returns ``{"D": [(o, f(o), b(o)), ...], "H": ..., "W": ...}``, with ``b(o) = -1`` where ``o`` lies in no
@@ -268,17 +224,9 @@ def adjoint_mismatches(
     return {name: _differences(f, b) for name, f, b in zip(_DIM_NAMES, fwd, bwd)}
 
 
-def adjoint_residual(
-    x: np.ndarray,
-    g: np.ndarray,
-    output_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    layout: str = "NCDHW",
-    soc: str = "a2a3",
-) -> float:
+def adjoint_residual(x: np.ndarray, g: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
+                     scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
+                     soc: str = "a2a3") -> float:
     """The exact ``<F(x), g> - <x, B(g)>`` the two kernels' index laws imply, in float64.
 
     *x* is the forward's input (the backward's gradInput shape) and *g* the forward's output shape (the
