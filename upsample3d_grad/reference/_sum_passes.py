@@ -1,17 +1,10 @@
 """The summation engine of the numpy reference, one pass: window tables, the cost model and the methods.
 
-:mod:`upsample3d_grad.reference` turns sizes, scales and an index convention into one
-table ``lo`` of window starts per dim (gradInput element ``i`` of that dim sums gradOut
-positions ``[lo[i], lo[i + 1])``); the engine sums a gradOut array over those tables.  It
-knows no index law.
-
-A reduce dim is summed in one pass, with one of: runs of equal-length windows summed as
-strided slices, sliding-window sums followed by a gather, or (innermost dim, float32) a
-BLAS matmul with a 0/1 window matrix, whose result is recomputed additively when it is not
-all finite (``0 * inf`` is nan).  A small cost model (:class:`_TableInfo`) picks the
-method.  Sums are accumulated in float32.  Only the window indices are exact: float32
-summation order may differ between methods by a few ulps.  How the passes of one call are
-ordered, chunked and run is :mod:`upsample3d_grad.reference._sum_plans`.
+The engine sums a gradOut array over one table ``lo`` of window starts per dim (gradInput element ``i`` sums
+gradOut positions ``[lo[i], lo[i + 1])``); it knows no index law.  A reduce dim is summed in one pass, by one of:
+runs of equal-length windows summed as strided slices, sliding-window sums and a gather, or (innermost dim,
+float32) a BLAS matmul with a 0/1 window matrix, recomputed additively when not all finite (``0 * inf`` is nan).
+A small cost model (:class:`_TableInfo`) picks the method; :mod:`._sum_plans` orders, chunks and runs the passes.
 """
 
 from __future__ import annotations
@@ -56,19 +49,15 @@ def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
 
 
 class _TableInfo:
-    """A reduce dim's window table with what both summation methods need.
+    """A reduce dim's window table with what the summation methods need.
 
-    ``runs`` groups consecutive windows of equal length: window ``i0 + j`` of a
-    run of length ``ell`` covers ``[a + j*ell, a + (j+1)*ell)``, so a run is a
-    sum of ``ell`` strided slices (method "runs").  Method "slide" stores, for
-    every distinct window length, the sliding sums of that width in one slot of
-    a buffer and gathers every window with a single ``np.take``.  Method
-    "matmul" (innermost dim) multiplies rows by a 0/1 window matrix; a product
-    ``0 * inf`` would spread a non-finite value to other windows, so a result
-    that is not all finite is recomputed with an additive method.
+    ``runs`` groups consecutive windows of equal length: window ``i0 + j`` of a run of length ``ell`` covers
+    ``[a + j*ell, a + (j+1)*ell)``, a sum of ``ell`` strided slices (method "runs").  Method "slide" stores the
+    sliding sums of every distinct window length in one slot of a buffer and gathers every window with one
+    ``np.take``.  Method "matmul" (innermost dim) multiplies rows by a 0/1 window matrix.
     """
 
-    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_ns", "_split_calls", "_slide", "_take", "_weights")
+    __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_ns", "_split_calls", "_slide", "_weights")
 
     def __init__(self, lo: np.ndarray) -> None:
         self.lo = lo
@@ -81,29 +70,23 @@ class _TableInfo:
         self.runs = list(zip(starts.tolist(), ends.tolist(), ell.tolist(), lo[starts].tolist()))
         calls = np.where((ell <= 2) | (ell >= _BIG_RUN), 1, ell - 1)
         self.run_calls = int(calls.sum())
-        # Cost-model sums.  adds: element operations per output of a run.
+        # cost-model sums; adds: element operations per output of a run
         adds = np.where(ell <= 1, 1, np.where(ell >= _BIG_RUN, ell, ell - 1))
         self._adds = float(np.dot(run_n, adds))
-        # When the reduced dim is the innermost one, short runs are summed window by
-        # window (numpy then loops along the long outer dim); the others loop along the run.
+        # innermost dim: short runs are summed window by window (numpy loops along the long outer dim)
         split = (run_n < _SHORT_RUN) & (ell >= 2) & (ell < _BIG_RUN)
         ns = ~split
         loops = np.where(ell >= _BIG_RUN, run_n, adds)
         self._ns = (float(np.dot(run_n[ns], adds[ns])), float(loops[ns].sum()), int(calls[ns].sum()))
         self._split_calls = int(np.dot(run_n[split], ell[split] - 1))
-        self._slide: tuple[list[int], dict[int, int], list[tuple[int, int]]] | None = None
-        self._take: np.ndarray | None = None
+        self._slide: tuple[list[int], list[tuple[int, int]]] | None = None
         self._weights: np.ndarray | None = None
 
-    def slide_info(self) -> tuple[list[int], dict[int, int], list[tuple[int, int]]]:
-        """Distinct window lengths, their slot offsets, and the sliding-sum build steps."""
+    def slide_info(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """Distinct window lengths, and the sliding-sum build steps ``(w, l)``: ``S_w[p] = S_l[p] + S_(w-l)[p + l]``."""
         if self._slide is None:
             lengths = sorted({ell for _, _, ell, _ in self.runs})
-            off, slot_off = 0, {}
-            for v in lengths:
-                slot_off[v] = off
-                off += 1 if v == 0 else self.out_size - v + 1
-            steps: list[tuple[int, int]] = []  # (w, l): S_w[p] = S_l[p] + S_(w-l)[p + l]
+            steps: list[tuple[int, int]] = []
             have = {1}
 
             def build(w: int) -> None:
@@ -117,19 +100,8 @@ class _TableInfo:
 
             for v in lengths:
                 build(max(v, 1))
-            self._slide = (lengths, slot_off, steps)
+            self._slide = (lengths, steps)
         return self._slide
-
-    def take_idx(self) -> np.ndarray:
-        """Buffer position of every window's sum for the slide method."""
-        if self._take is None:
-            _, slot_off, _ = self.slide_info()
-            lens = np.diff(self.lo)
-            base = np.zeros(len(lens), dtype=np.int64)
-            for v, o in slot_off.items():
-                base[lens == v] = o
-            self._take = base + np.where(lens == 0, 0, self.lo[:-1])
-        return self._take
 
     def weights(self) -> np.ndarray:
         """0/1 matrix (gradOut positions ``lo[0]..lo[-1]``, windows) for method "matmul", cached."""
@@ -142,10 +114,8 @@ class _TableInfo:
         return self._weights
 
     def cost(self, outer: int, inner: int, matmul: bool = True) -> tuple[str, float, int]:
-        """Cheapest method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls).
-
-        "matmul" (innermost dim only, *matmul* true) multiplies by :meth:`weights`; it is chosen
-        when its flops are cheaper than the additive methods, which stay the exact fallback."""
+        """Cheapest method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls); "matmul"
+        only for the innermost dim, and when *matmul* is true (the additive methods stay its exact fallback)."""
         if inner > 1:
             calls = self.run_calls
             t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP) + calls * _T_CALL
@@ -159,10 +129,10 @@ class _TableInfo:
         if forced is None and calls <= 4:
             return best
         if forced in (None, "slide"):
-            _, slot_off, steps = self.slide_info()
+            lengths, steps = self.slide_info()
             n_in = outer * self.out_size * inner
-            passes = len(steps) + (1 if 1 in slot_off else 0)
-            slide_calls = passes + (1 if 0 in slot_off else 0) + 1
+            passes = len(steps) + (1 if 1 in lengths else 0)
+            slide_calls = passes + (1 if 0 in lengths else 0) + 1
             t_slide = slide_calls * _T_CALL + passes * n_in * _T_EL  # flat sums: one loop each
             t_slide += outer * (len(self.lo) - 1) * (inner * _T_EL + (_T_TAKE if inner > 1 else _T_TAKE_EL))
             if forced == "slide" or t_slide < best[1]:
@@ -182,12 +152,10 @@ class _AxisOp:
     __slots__ = ("axis", "info", "method", "split", "rows", "fallback")
 
     def __init__(self, axis: int, info: _TableInfo, method: str, split: bool, fallback: str = "runs") -> None:
-        self.rows: dict[tuple[int, int], np.ndarray] = {}
-        self.axis = axis
-        self.info = info
-        self.method = method
+        self.axis, self.info, self.method = axis, info, method
         self.split = split  # innermost dim: sum short runs window by window
         self.fallback = fallback  # additive method behind "matmul"
+        self.rows: dict[tuple[int, int], np.ndarray] = {}  # the slide method's gather rows per chunk shape
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         method = self.method
@@ -201,8 +169,8 @@ class _AxisOp:
             self._slide(x, out)
 
     def _matmul(self, x: np.ndarray, out: np.ndarray) -> bool:
-        """out = x @ weights along the innermost axis; False (out then undefined) if the result
-        is not all finite, so that the caller sums exactly instead."""
+        """out = x @ weights along the innermost axis; False (out then undefined) if the result is not all finite
+        (``0 * inf`` spreads nan to other windows), so that the caller sums exactly instead."""
         lo = self.info.lo
         drop: tuple[Any, ...] = (Ellipsis,) + (0,) * (x.ndim - 1 - self.axis)  # dims after the axis have size 1
         src = x[_idx(self.axis, slice(int(lo[0]), int(lo[-1])), x.ndim)][drop]
@@ -237,12 +205,8 @@ class _AxisOp:
                 np.copyto(dst, x[_idx(axis, slice(a, a + n))], casting="unsafe")
             elif ell < _BIG_RUN:
                 stop = a + n * ell
-                np.add(
-                    x[_idx(axis, slice(a, stop, ell))],
-                    x[_idx(axis, slice(a + 1, stop, ell))],
-                    out=dst,
-                    dtype=np.float32,
-                )
+                np.add(x[_idx(axis, slice(a, stop, ell))], x[_idx(axis, slice(a + 1, stop, ell))], out=dst,
+                       dtype=np.float32)
                 for t in range(2, ell):
                     np.add(dst, x[_idx(axis, slice(a + t, stop, ell))], out=dst, dtype=np.float32)
             else:
@@ -254,68 +218,18 @@ class _AxisOp:
                 np.add.reduce(view, axis=axis + 1, dtype=np.float32, out=dst)
 
     def _slide(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Sliding sums of every window length into slots of one buffer, then one gather."""
-        if x.flags.c_contiguous and x.size:
-            self._slide_flat(x, out)
+        """Sliding sums of every window length into slots of one buffer, then one gather of whole rows.  The sums
+        run over the flat C-contiguous input (one long loop each; sums that straddle rows are never gathered)."""
+        if x.size == 0:  # (a D-major chunk can hold no gradOut: then every window is empty)
+            out.fill(0)
             return
-        info = self.info
-        axis = self.axis
-        size = info.out_size
-        lengths, slot_off, steps = info.slide_info()
-        shape = list(x.shape)
-        shape[axis] = sum(1 if v == 0 else size - v + 1 for v in lengths)
-        buf = np.empty(shape, dtype=np.float32)
-
-        def slot(w: int) -> np.ndarray:
-            o = slot_off[w]
-            return buf[_idx(axis, slice(o, o + (1 if w == 0 else size - w + 1)))]
-
-        if 0 in slot_off:
-            slot(0).fill(0)
-        if 1 in slot_off:
-            np.copyto(slot(1), x[_idx(axis, slice(0, size))], casting="unsafe")
-        sums: dict[int, np.ndarray] = {1: x}
-        for w, left in steps:
-            sums[w] = np.add(
-                sums[left][_idx(axis, slice(0, size - w + 1))],
-                sums[w - left][_idx(axis, slice(left, left + size - w + 1))],
-                out=slot(w) if w in slot_off else None,
-                dtype=np.float32,
-            )
-        np.take(buf, info.take_idx(), axis=axis, out=out, mode="clip")
-
-
-    def _rows(self, outer: int, size: int) -> np.ndarray:
-        """Row of the flat slide buffer holding every (outer, window) sum, cached per chunk shape."""
-        key = (outer, size)
-        rows = self.rows.get(key)
-        if rows is None:
-            info = self.info
-            lengths, _, _ = info.slide_info()
-            slots = [v for v in lengths if v > 0]
-            slot = {v: k for k, v in enumerate(slots)}
-            lens = np.diff(info.lo)
-            zero_row = len(slots) * outer * size
-            sl = np.array([slot.get(int(v), 0) for v in lens], dtype=np.int64)
-            base = np.where(lens == 0, zero_row, sl * (outer * size) + info.lo[:-1])
-            step = np.where(lens == 0, 0, size)
-            rows = (base[None, :] + np.arange(outer, dtype=np.int64)[:, None] * step[None, :]).ravel()
-            rows.setflags(write=False)
-            if len(self.rows) > 8:
-                self.rows.clear()
-            self.rows[key] = rows
-        return rows
-
-    def _slide_flat(self, x: np.ndarray, out: np.ndarray) -> None:
-        """:meth:`_slide` on a C-contiguous input: the sliding sums run over the flat array
-        (one long loop each; sums that straddle rows are computed but never gathered), then
-        one ``np.take`` of whole rows."""
+        x = np.ascontiguousarray(x)
         axis = self.axis
         size = x.shape[axis]
         inner = math.prod(x.shape[axis + 1 :])
         outer = math.prod(x.shape[:axis])
         n = outer * size * inner
-        lengths, _, steps = self.info.slide_info()
+        lengths, steps = self.info.slide_info()
         slots = [v for v in lengths if v > 0]
         slot = {v: k for k, v in enumerate(slots)}
         buf = np.empty(len(slots) * n + inner, dtype=np.float32)
@@ -335,3 +249,24 @@ class _AxisOp:
             np.take(table, rows, axis=0, out=out.reshape(-1, inner))
         else:
             np.copyto(out, np.take(table, rows, axis=0).reshape(out.shape))
+
+    def _rows(self, outer: int, size: int) -> np.ndarray:
+        """Row of the flat slide buffer holding every (outer, window) sum, cached per chunk shape."""
+        key = (outer, size)
+        rows = self.rows.get(key)
+        if rows is None:
+            info = self.info
+            lengths, _ = info.slide_info()
+            slots = [v for v in lengths if v > 0]
+            slot = {v: k for k, v in enumerate(slots)}
+            lens = np.diff(info.lo)
+            zero_row = len(slots) * outer * size
+            sl = np.array([slot.get(int(v), 0) for v in lens], dtype=np.int64)
+            base = np.where(lens == 0, zero_row, sl * (outer * size) + info.lo[:-1])
+            step = np.where(lens == 0, 0, size)
+            rows = (base[None, :] + np.arange(outer, dtype=np.int64)[:, None] * step[None, :]).ravel()
+            rows.setflags(write=False)
+            if len(self.rows) > 8:
+                self.rows.clear()
+            self.rows[key] = rows
+        return rows

@@ -1,19 +1,17 @@
 """The summation engine of the numpy reference, one call: plans, chunks, work arrays and threads.
 
-A dim is "identity" (``lo == arange``), "scatter" (every window holds at most one gradOut
-element, e.g. downsampling) or "reduce" (:class:`Dim`).  Reduce dims are summed one pass
-each (separably, :mod:`upsample3d_grad.reference._sum_passes`), in the order the cost model
-finds cheapest.  Scatter dims are applied last, in one strided assignment.  Work is split in
-chunks of about ``_CHUNK_ELEMS`` gradOut elements (along N/C, or along blocks of D windows
-when those are irregular) so that a chunk's intermediates stay in cache; the chunks of one
-call share their work arrays, and may run on several threads with bit-identical results.
-float16 and bfloat16 chunks are widened to float32 once, before the first pass (float16 by
-exact bit operations, faster than numpy's own cast); sums are accumulated in float32 and
-rounded once.
+A dim is "identity" (``lo == arange``), "scatter" (every window holds at most one gradOut element, e.g.
+downsampling) or "reduce" (:class:`Dim`).  Reduce dims are summed one pass each (:mod:`._sum_passes`), in the
+order the cost model finds cheapest; scatter dims last, in one assignment.  Work is split in chunks of about
+``_CHUNK_ELEMS`` gradOut elements (along N/C, or along blocks of D windows when those are irregular) so that a
+chunk's intermediates stay in cache; the chunks of one call share their work arrays and may run on several
+threads, with bit-identical results.  float16 and bfloat16 chunks are widened to float32 once, before the first
+pass.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -25,12 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._sum_passes import _F32, _T_CALL, _T_EL, _AxisOp, _TableInfo
-
-
-def spatial_axes(layout: str) -> tuple[int, int, int]:
-    """Axes of D, H, W in the physical array of *layout*."""
-    return (2, 3, 4) if layout == "NCDHW" else (1, 2, 3)
-
+from ._validate import spatial_axes
 
 _CHUNK_ELEMS = 1 << 17  # target gradOut elements per chunk (512 KiB of float32)
 _OVERHEAD_SHARE = 0.2  # at most this share of the estimated time for per-chunk Python overhead
@@ -68,30 +61,20 @@ def _scatter_index(lo: np.ndarray) -> tuple[slice | np.ndarray, slice | np.ndarr
 
 
 class Dim:
-    """Window table of one dim, its kind and its summation data (built lazily).  The reference
-    caches one per sizes, scale and convention."""
-
-    __slots__ = ("lo", "out_size", "kind", "_info", "_scatter")
+    """Window table of one dim, its kind and its summation data (built when first used); the reference caches
+    one per sizes, scale and convention."""
 
     def __init__(self, lo: np.ndarray, out_size: int) -> None:
         lo.setflags(write=False)
-        self.lo = lo
-        self.out_size = out_size
-        self.kind = _classify(lo, out_size)
-        self._info: _TableInfo | None = None
-        self._scatter: tuple[Any, Any] | None = None
+        self.lo, self.out_size, self.kind = lo, out_size, _classify(lo, out_size)
 
-    @property
+    @functools.cached_property
     def info(self) -> _TableInfo:
-        if self._info is None:
-            self._info = _TableInfo(self.lo)
-        return self._info
+        return _TableInfo(self.lo)
 
-    @property
+    @functools.cached_property
     def scatter(self) -> tuple[Any, Any]:
-        if self._scatter is None:
-            self._scatter = _scatter_index(self.lo)
-        return self._scatter
+        return _scatter_index(self.lo)
 
 
 def _expand(x: np.ndarray, scat: list[tuple[int, Any, Any]], out: np.ndarray) -> None:
@@ -122,17 +105,10 @@ class SumPlan:
         self.copy_only = all(k == "identity" for k in kinds)
         red = [k for k in range(3) if kinds[k] == "reduce"]
         self.scatter = [k for k in range(3) if kinds[k] == "scatter"]
-        best: tuple[float, tuple[int, ...], list[tuple[str, str]], list[int]] | None = None
-        for order in itertools.permutations(red):
-            cost, methods, per_pass = self._cost(shape, order)
-            if best is None or cost < best[0]:
-                best = (cost, order, methods, per_pass)
-        assert best is not None
-        est, self.order, self.methods, self.pass_calls = best
-        calls = sum(self.pass_calls)
+        est, self.methods, self.pass_calls, self.order = min(
+            ((*self._cost(shape, order), order) for order in itertools.permutations(red)), key=lambda t: t[0])
         self.splits = [math.prod(shape[self.axes[k] + 1 :]) == 1 for k in self.order]
-        calls += 2 if self.scatter else 0
-        self.chunks = self._chunks(shape, layout, est, calls)
+        self.chunks = self._chunks(shape, layout, est, sum(self.pass_calls) + (2 if self.scatter else 0))
 
     def _cost(self, shape: tuple[int, ...], order: tuple[int, ...]) -> tuple[float, list[tuple[str, str]], list[int]]:
         """Estimated seconds, then (method, additive fallback) and numpy calls of each pass, of one pass order."""
@@ -171,10 +147,9 @@ class SumPlan:
         if not self.order:  # pure scatter
             scat = self._scat()
             if _FORCE_CHUNKS is None and all(isinstance(v, slice) for _, d, s in scat for v in (d, s)):
-                # Slices make one strided assignment with no temporary: chunks would only add
-                # calls (measured ~10% on case (f) of benchmarks/run.py with 8 chunks).
+                # slices: one strided assignment, no temporary; chunks only add calls (~10% on benchmark (f))
                 return [(everything, everything, [], scat)]
-            # Index arrays gather a temporary, which chunks bound; chunk by gradInput size (the bigger one).
+            # index arrays gather a temporary, which chunks bound: chunk by gradInput size (the bigger one)
             size = math.prod(shape) // math.prod(d.out_size for d in self.dims)
             size *= math.prod(len(d.lo) - 1 for d in self.dims)
             est = 2 * size * _T_EL
@@ -186,9 +161,8 @@ class SumPlan:
         share = _OVERHEAD_SHARE * max(est, size * _T_EL) / _T_CALL  # numpy calls the overhead share pays for
         d_calls = self.pass_calls[self.order.index(0)] if 0 in self.order else 0
         if d_calls > _D_MAJOR_CALLS and i_d >= 2:
-            # D-major: blocks of D windows over groups of (N, C) units.  A block's D pass only sums
-            # its own windows, so the D pass costs the same calls whatever the block count, and
-            # irregular D windows (one call per window) no longer multiply with the chunk count.
+            # D-major: blocks of D windows over groups of (N, C) units.  A block's D pass sums only its own
+            # windows, so irregular D windows (one call each) do not multiply with the chunk count.
             budget = max(1, int((share - d_calls) / (calls - d_calls + 3)))
             n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
             if n_chunks <= 1:
@@ -207,11 +181,8 @@ class SumPlan:
         if layout == "NDHWC":
             bsl = [(slice(a, min(a + units, shape[0])),) for a in range(0, shape[0], units)]
         elif units < shape[1]:
-            bsl = [
-                (slice(a, a + 1), slice(b, min(b + units, shape[1])))
-                for a in range(shape[0])
-                for b in range(0, shape[1], units)
-            ]
+            bsl = [(slice(a, a + 1), slice(b, min(b + units, shape[1])))
+                   for a in range(shape[0]) for b in range(0, shape[1], units)]
         else:
             step = units // shape[1]
             bsl = [(slice(a, min(a + step, shape[0])), slice(None)) for a in range(0, shape[0], step)]
@@ -244,14 +215,12 @@ _F16_REBIAS = np.float32(2.0**112)  # 2 ** (127 - 15): float16 exponent bias to 
 
 
 def _f16_to_f32(x: np.ndarray, out: np.ndarray) -> None:
-    """Exact float16 -> float32 (every finite value, +-0, +-inf, nan payloads) with integer and
-    float32 ops on the bits: numpy's own float16 cast is a scalar loop, about twice slower.
+    """Exact float16 -> float32 (nan payloads included) by bit operations: numpy's own cast is a scalar loop,
+    about twice slower.
 
-    The float16 bits, sign-extended to 32 bits and shifted left by 13, put the exponent and
-    mantissa fields at float32's mantissa position and the sign at bit 31 (the bits between
-    are cleared).  Read as float32, that is the value times 2 ** -112, subnormals included;
-    one multiply rebiases it.  Exponent 31 (inf, nan) would come out finite, with magnitude
-    >= 65536 (above float16's largest finite value 65504), and is patched.
+    The float16 bits, sign-extended and shifted left by 13, read as float32, are the value times 2 ** -112
+    (subnormals included; the bits between sign and exponent are cleared); one multiply rebiases it.  Exponent 31
+    (inf, nan) comes out finite with magnitude >= 65536 (float16's largest is 65504) and is patched.
     """
     u = x.view(np.uint16)
     bits = out.view(np.uint32)
@@ -276,11 +245,8 @@ def _to_f32(x: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 
 class _Scratch:
-    """float32 work arrays of one run of chunks, one per slot, reused from chunk to chunk.
-
-    Instead of a fresh ``np.empty`` per pass and chunk: measured against that in one process,
-    case (b) of benchmarks/run.py took 3.34 instead of 3.44 ms, (c) 5.27 instead of 5.54.
-    Each thread's run of chunks has its own."""
+    """float32 work arrays of one thread's run of chunks, one per slot, reused from chunk to chunk (against a
+    fresh ``np.empty`` per pass and chunk: benchmark (b) 3.34 instead of 3.44 ms, (c) 5.27 instead of 5.54)."""
 
     __slots__ = ("_bufs",)
 
@@ -352,22 +318,21 @@ def _run_chunks(g: np.ndarray, chunks: list[_Chunk], res: np.ndarray) -> None:
         _backward_chunk(g[gi], ops, scat, res[ri], scratch)
 
 
-def run_backward(g: np.ndarray, plan: SumPlan, res: np.ndarray, threads: int = 1) -> None:
-    """Sum every chunk of *plan* from *g* into *res* (already zeroed when the plan scatters)."""
+def run_backward(g: np.ndarray, plan: SumPlan, res: np.ndarray, threads: int = 1) -> np.ndarray:
+    """Sum every chunk of *plan* from *g* into *res* (already zeroed when the plan scatters); return *res*."""
     if g.size == 0 or res.size == 0:
-        return
+        return res
     if plan.copy_only:  # identity in every dim: one element per window, nothing to add
         np.copyto(res, g, casting="unsafe")
-        return
+        return res
     chunks = plan.chunks
-    # A pure scatter sums nothing: it is page faults and stores, which threads only contend on.
+    # a pure scatter sums nothing: page faults and stores, which threads only contend on
     n = min(threads, len(chunks)) if plan.order else 1
     if n <= 1:
         _run_chunks(g, chunks, res)
-        return
-    # Contiguous runs of chunks, one per thread (the caller's thread takes the first).  Chunks
-    # write disjoint parts of res and each is summed the same way whatever the thread count,
-    # so results do not depend on it.
+        return res
+    # contiguous runs of chunks, one per thread (the caller's takes the first); chunks write disjoint parts of
+    # res, each summed the same way whatever the thread count
     edges = [round(k * len(chunks) / n) for k in range(n + 1)]
     pool = _pool(n - 1)
     futures: list[Future[None]] = [pool.submit(_run_chunks, g, chunks[a:b], res)
@@ -379,3 +344,4 @@ def run_backward(g: np.ndarray, plan: SumPlan, res: np.ndarray, threads: int = 1
             f.exception()  # wait for every worker before returning or raising
     for f in futures:
         f.result()
+    return res

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 import ml_dtypes
 import numpy as np
@@ -19,12 +19,11 @@ LAYOUTS: tuple[str, ...] = ("NCDHW", "NDHWC")
 CONVENTIONS: tuple[str, ...] = ("cann", "torch_cpu")
 """Supported index conventions."""
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_F32 = np.dtype(np.float32)
-SUPPORTED_DTYPES: tuple[np.dtype, ...] = (_F32, np.dtype(np.float16), _BF16)
+SUPPORTED_DTYPES: tuple[np.dtype, ...] = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 """dtypes accepted for gradOut (cann-abi.md §5.1 step 3.2)."""
 
 _DIM_NAMES = ("D", "H", "W")
+Scales = Sequence[Optional[float]]  # the three scales (Optional: Python 3.9 evaluates this line)
 
 
 def _given(scale: float | None) -> bool:
@@ -33,7 +32,7 @@ def _given(scale: float | None) -> bool:
 
 
 def _check_scale(name: str, scale: Any) -> float | None:
-    """Validate one scale argument and return it as a float (or None)."""
+    """One scale argument as a float (or None): a real number, finite in float32 when > 0."""
     if scale is None:
         return None
     if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)):
@@ -47,39 +46,32 @@ def _check_scale(name: str, scale: Any) -> float | None:
     return value
 
 
-def _check_scales(scales_d: Any, scales_h: Any, scales_w: Any) -> list[float | None]:
-    """Validate the three scale arguments (``scales_d``, ``scales_h``, ``scales_w``)."""
-    return [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
-
 def _as_int(name: str, value: Any) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    """*value* as an int (``operator.index``; bool is refused)."""
+    if not isinstance(value, (bool, np.bool_)):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise ValueError(f"{name} must be an integer, got {value!r}")
 
 
-def _int_tuple(name: str, values: Any) -> tuple[int, ...]:
-    """*values* as a tuple of ints; an error names the element (``name[k]``)."""
-    if all(type(v) is int for v in values):  # the usual case, without building every element's name
-        return tuple(values)
-    return tuple(_as_int(f"{name}[{k}]", v) for k, v in enumerate(values))
+def _int_seq(name: str, value: Any, fields: str) -> tuple[int, ...]:
+    """*value* as a tuple of ints, one per name in *fields* (``"oD, oH, oW"``); errors name ``name[k]``."""
+    n = fields.count(",") + 1
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise ValueError(f"{name} must be a sequence of {n} integers, got {value!r}")
+    if len(value) != n:
+        raise ValueError(f"{name} must have length {n} ({fields}), got length {len(value)}: {value!r}")
+    if all(type(v) is int for v in value):
+        return tuple(value)
+    return tuple(_as_int(f"{name}[{k}]", v) for k, v in enumerate(value))
 
 
 def _check_sizes(output_size: Any, input_size: Any) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int]]:
-    """Validate ``output_size`` (3 ints > 0) and ``input_size`` (N, C >= 0; D, H, W > 0)."""
-    if isinstance(output_size, (str, bytes)) or not isinstance(output_size, (Sequence, np.ndarray)):
-        raise ValueError(f"output_size must be a sequence of 3 integers, got {output_size!r}")
-    if len(output_size) != 3:
-        raise ValueError(f"output_size must have length 3 (oD, oH, oW), got length {len(output_size)}: {output_size!r}")
-    if isinstance(input_size, (str, bytes)) or not isinstance(input_size, (Sequence, np.ndarray)):
-        raise ValueError(f"input_size must be a sequence of 5 integers, got {input_size!r}")
-    if len(input_size) != 5:
-        raise ValueError(
-            f"input_size must have length 5 (N, C, iD, iH, iW), got length {len(input_size)}: {input_size!r}"
-        )
-    osz, isz = _int_tuple("output_size", output_size), _int_tuple("input_size", input_size)
+    """``output_size`` (3 ints > 0) and ``input_size`` (N, C >= 0; D, H, W > 0) as int tuples."""
+    osz = _int_seq("output_size", output_size, "oD, oH, oW")
+    isz = _int_seq("input_size", input_size, "N, C, iD, iH, iW")
     for k in range(3):
         if osz[k] <= 0:
             raise ValueError(f"output_size[{k}] ({_DIM_NAMES[k]}) must be > 0, got {osz[k]}")
@@ -91,6 +83,23 @@ def _check_sizes(output_size: Any, input_size: Any) -> tuple[tuple[int, int, int
     return osz, isz  # type: ignore[return-value]
 
 
+def _check_args(output_size: Any, input_size: Any, scales_d: Any, scales_h: Any, scales_w: Any
+                ) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int], Scales]:
+    """The sizes (:func:`_check_sizes`) and the three scales ``scales_d``, ``scales_h``, ``scales_w``."""
+    osz, isz = _check_sizes(output_size, input_size)
+    scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
+    return osz, isz, scales
+
+
+def _check_dim(in_size: Any, out_size: Any) -> tuple[int, int]:
+    """The sizes ``I`` and ``O`` of one dim, each > 0."""
+    i, o = _as_int("in_size", in_size), _as_int("out_size", out_size)
+    for name, v in (("in_size", i), ("out_size", o)):
+        if v <= 0:
+            raise ValueError(f"{name} must be > 0, got {v}")
+    return i, o
+
+
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
@@ -98,6 +107,7 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
 
 
 def _check_array(name: str, arr: Any) -> np.ndarray:
+    """*arr* as a 5-D array of a supported dtype."""
     arr = np.asarray(arr)
     if arr.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"{name} dtype must be one of float32, float16, bfloat16, got {arr.dtype}")
@@ -106,5 +116,16 @@ def _check_array(name: str, arr: Any) -> np.ndarray:
     return arr
 
 
+def _logical(x: np.ndarray, layout: str) -> tuple[int, int, int, int, int]:
+    """``(N, C, D, H, W)`` of a 5-D array in *layout*."""
+    return x.shape if layout == "NCDHW" else (x.shape[0], x.shape[4], *x.shape[1:4])  # type: ignore[return-value]
+
+
 def _phys(layout: str, n: int, c: int, d: int, h: int, w: int) -> tuple[int, int, int, int, int]:
+    """The physical shape of ``(N, C, D, H, W)`` in *layout*."""
     return (n, c, d, h, w) if layout == "NCDHW" else (n, d, h, w, c)
+
+
+def spatial_axes(layout: str) -> tuple[int, int, int]:
+    """Axes of D, H, W in the physical array of *layout*."""
+    return (2, 3, 4) if layout == "NCDHW" else (1, 2, 3)

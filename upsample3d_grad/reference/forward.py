@@ -5,61 +5,60 @@ The forward copies, for every output element, one input element (docs/cann-forwa
     f_k(o) = min(floor(f32(f32(o + 0.5) * r_k)), I_k - 1)       (float32: add 0.5, one rounded multiply, floor)
     out[n, c, od, oh, ow] = x[n, c, f_D(od), f_H(oh), f_W(ow)]  (a copy: bit-exact in every dtype)
 
-The float32 ratio ``r_k`` (input over output) depends on the SoC (facts §3.5):
+The float32 ratio ``r_k`` (input over output) depends on the SoC (facts §3.5).  ``"a2a3"`` (Atlas A2/A3, and the
+310P): ``f32(1.0 / scale_k)`` (reciprocal in double) for every dim when all three scales are > 0, otherwise
+``f32(I_k) / f32(O_k)`` for every dim.  ``"ascend950"``: per dim, ``1.0f / f32(scale_k)`` (reciprocal in float)
+where ``f32(scale_k) > 0``, otherwise ``f32(I_k) / f32(O_k)``.
 
-``"a2a3"`` (Atlas A2/A3, and the 310P)
-    ``f32(1.0 / scale_k)`` (reciprocal in double) for every dim when all three scales are > 0, otherwise
-    ``f32(I_k) / f32(O_k)`` for every dim.
-``"ascend950"``
-    per dim: ``1.0f / f32(scale_k)`` (reciprocal in float) where that dim's ``f32(scale_k)`` is > 0, otherwise
-    ``f32(I_k) / f32(O_k)``.
+``convention="torch_cpu"`` is torch CPU's ``F.interpolate(mode="nearest-exact")`` on the torch build the facts
+were measured on (facts §6.1): ``t = r * (o + 0.5) - 0.5`` rounded once (a fused multiply-add), clamped at 0, then
+``min(floor(f32(t + 0.5)), I - 1)``.  It differs from the kernel's law only at exact ties.
 
-``convention="torch_cpu"`` is what torch CPU's ``F.interpolate(mode="nearest-exact")`` computes on the torch build
-these facts were measured on (facts §6.1): ``t = r * (o + 0.5) - 0.5`` with one rounding (a fused multiply-add),
-clamped at 0, then ``floor(f32(t + 0.5))`` clamped to ``I - 1``, with ``r = f32(1.0 / scale_k)`` per dim or
-``f32(I_k) / f32(O_k)``.  It differs from the kernel's law only at exact ties.
-
-With F the forward and B the backward (:func:`upsample3d_grad.reference.upsample_nearest_exact3d_backward`),
-``<F(x), g> - <x, B(g)>`` is not 0 where the forward's floor index and the backward's ceil window disagree (float32
-ties, facts §6.2).  :func:`adjoint_residual` predicts it exactly from the two laws::
+With F the forward and B the backward, ``<F(x), g> - <x, B(g)>`` is not 0 where the forward's floor index and the
+backward's ceil window disagree (float32 ties, facts §6.2).  :func:`adjoint_residual` predicts it exactly::
 
     R = sum over (n, c) and over o in M of g[n, c, o] * (x[n, c, f(o)] - x[n, c, b(o)])
 
 M the outputs where ``f(o) != b(o)`` in at least one dim, ``b(o)`` the input whose backward window holds ``o``
-(``x[b(o)] = 0`` when ``o`` lies in no window).
+(``x[b(o)] = 0`` when ``o`` lies in no window).  :func:`upsample_nearest_exact3d` is B's exact adjoint: output
+``o`` reads ``x[b(o)]``.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from ._laws import resolve_scales, window_starts
-from ._validate import _check_array, _check_choice, _check_scales, _check_sizes, _given, _phys
+from ._laws import _cann_factors, _cann_lo, _differences, _owner, _torch_idx, window_starts
+from ._validate import (
+    _DIM_NAMES,
+    CONVENTIONS,
+    LAYOUTS,
+    Scales,
+    _check_args,
+    _check_array,
+    _check_choice,
+    _given,
+    _logical,
+    _phys,
+    spatial_axes,
+)
 
-__all__ = [
-    "FORWARD_CONVENTIONS",
-    "SOCS",
-    "adjoint_mismatches",
-    "adjoint_residual",
-    "backward_owner",
-    "forward_index",
-    "forward_ratios",
-    "soc_family",
-    "source_indices",
-    "torch_cpu_forward_index",
-    "upsample_nearest_exact3d_forward",
-]
+__all__ = ["FORWARD_CONVENTIONS", "SOCS", "adjoint_mismatches", "adjoint_residual", "backward_owner", "forward_index",
+           "forward_ratios", "soc_family", "source_indices", "torch_cpu_forward_index",
+           "upsample_nearest_exact3d_forward"]
 
 SOCS: tuple[str, ...] = ("a2a3", "ascend950")
 """The kernel variants whose scale handling differs (facts §3.5)."""
 
-FORWARD_CONVENTIONS: tuple[str, ...] = ("cann", "torch_cpu")
+FORWARD_CONVENTIONS: tuple[str, ...] = CONVENTIONS
 """Index conventions of :func:`upsample_nearest_exact3d_forward`."""
 
 _F32 = np.float32
-_DIMS = ("D", "H", "W")
+Maps = list[np.ndarray]
 
 
 def soc_family(soc_name: str) -> str:
@@ -71,67 +70,39 @@ def soc_family(soc_name: str) -> str:
     return "ascend950" if str(soc_name).startswith("Ascend950") else "a2a3"
 
 
-def forward_ratios(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    soc: str = "a2a3",
-) -> tuple[float, float, float]:
-    """The float32 ratios ``r_D, r_H, r_W`` the forward kernel multiplies by (facts §3.5).
-
-    Parameters
-    ----------
-    output_size : sequence of int
-        ``(oD, oH, oW)``.
-    input_size : sequence of int
-        ``(N, C, iD, iH, iW)``.
-    scales_d, scales_h, scales_w : float or None
-        The forward's scales (output over input); a scale counts when it is > 0.
-    soc : {"a2a3", "ascend950"}
-        The kernel variant.
-
-    Returns
-    -------
-    tuple of float
-        Exactly representable float32 values.
-    """
-    soc = _check_choice("soc", soc, SOCS)
-    osz, isz = _check_sizes(output_size, input_size)
-    scales = _check_scales(scales_d, scales_h, scales_w)
-    sizes = [_F32(isz[k + 2]) / _F32(osz[k]) for k in range(3)]
+def _ratios(osz: Sequence[int], isz: Sequence[int], scales: Scales, soc: str) -> list[np.float32]:
+    r = [_F32(isz[k + 2]) / _F32(osz[k]) for k in range(3)]
     with np.errstate(over="ignore", divide="ignore"):
         if soc == "ascend950":
             narrowed = [_F32(s) if s is not None else _F32(0) for s in scales]
-            r = [_F32(1.0) / narrowed[k] if narrowed[k] > 0 else sizes[k] for k in range(3)]
+            r = [_F32(1.0) / narrowed[k] if narrowed[k] > 0 else r[k] for k in range(3)]
         elif all(_given(s) for s in scales):
             r = [_F32(1.0 / float(s)) for s in scales]  # type: ignore[arg-type]
-        else:
-            r = sizes
-    return tuple(float(v) for v in r)  # type: ignore[return-value]
+    return r
+
+
+def forward_ratios(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                   scales_h: float | None = None, scales_w: float | None = None, *, soc: str = "a2a3"
+                   ) -> tuple[float, float, float]:
+    """The float32 ratios ``r_D, r_H, r_W`` the forward kernel of *soc* multiplies by (facts §3.5), as exact floats.
+
+    *output_size* is ``(oD, oH, oW)``, *input_size* ``(N, C, iD, iH, iW)``; a scale (output over input) counts
+    when it is > 0.
+    """
+    soc = _check_choice("soc", soc, SOCS)
+    osz, isz, scales = _check_args(output_size, input_size, scales_d, scales_h, scales_w)
+    return tuple(float(v) for v in _ratios(osz, isz, scales, soc))  # type: ignore[return-value]
 
 
 def forward_index(in_size: int, out_size: int, ratio: float) -> np.ndarray:
     """The kernel's input index of every output index of one dim: ``min(floor(f32(f32(o + 0.5) * r)), I - 1)``.
 
-    Parameters
-    ----------
-    in_size, out_size : int
-        ``I`` and ``O`` of the dim (> 0).
-    ratio : float
-        ``r``, a float32 value from :func:`forward_ratios`.
-
-    Returns
-    -------
-    numpy.ndarray of int64
-        Length ``O``, values in ``[0, I - 1]``, non-decreasing.
+    *ratio* is ``r``, a float32 value from :func:`forward_ratios`.  Returns int64 of length ``O``, values in
+    ``[0, I - 1]``, non-decreasing.
     """
     o = np.arange(out_size, dtype=np.int64).astype(_F32)
     with np.errstate(over="ignore", invalid="ignore"):
-        p = (o + _F32(0.5)) * _F32(ratio)  # Adds(+0.5), then Muls(r): two float32 roundings
-        f = np.floor(p)
+        f = np.floor((o + _F32(0.5)) * _F32(ratio))  # Adds(+0.5), then Muls(r): two float32 roundings
     return np.clip(f, 0, in_size - 1).astype(np.int64)  # Mins(I - 1); inf -> I - 1
 
 
@@ -143,81 +114,85 @@ def torch_cpu_forward_index(in_size: int, out_size: int, scale: float | None = N
     ``f32(I) / f32(O)``.
     """
     with np.errstate(over="ignore", divide="ignore"):
-        r = _F32(1.0 / scale) if scale is not None and _given(scale) else _F32(in_size) / _F32(out_size)
+        r = _F32(1.0 / scale) if _given(scale) else _F32(in_size) / _F32(out_size)  # type: ignore[operator]
     a = np.arange(out_size, dtype=np.float64) + 0.5
     with np.errstate(over="ignore", invalid="ignore"):
         t = np.maximum((np.float64(r) * a - 0.5).astype(_F32), _F32(0))
-        u = (t.astype(np.float64) + 0.5).astype(_F32)
-        f = np.floor(u)
+        f = np.floor((t.astype(np.float64) + 0.5).astype(_F32))
     return np.minimum(f, in_size - 1).astype(np.int64)
 
 
-def source_indices(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    convention: str = "cann",
-    soc: str = "a2a3",
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _source_maps(osz: Sequence[int], isz: Sequence[int], scales: Scales, convention: str, soc: str) -> Maps:
+    if convention == "torch_cpu":
+        return [torch_cpu_forward_index(isz[k + 2], osz[k], scales[k]) for k in range(3)]
+    r = _ratios(osz, isz, scales, soc)
+    return [forward_index(isz[k + 2], osz[k], float(r[k])) for k in range(3)]
+
+
+def _backward_maps(osz: Sequence[int], isz: Sequence[int], scales: Scales, convention: str = "cann") -> Maps:
+    """Per dim, the input ``b(o)`` each output goes to in the backward: the owner of its CANN window (-1 where
+    none), or torch CPU's scatter map."""
+    if convention == "torch_cpu":
+        return [_torch_idx(isz[k + 2], osz[k], scales[k]) for k in range(3)]
+    f = _cann_factors(osz, isz, scales)
+    return [_owner(_cann_lo(isz[k + 2], osz[k], f[k]), osz[k]) for k in range(3)]
+
+
+def source_indices(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                   scales_h: float | None = None, scales_w: float | None = None, *, convention: str = "cann",
+                   soc: str = "a2a3") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The forward's input index of every output index, per dim (D, H, W), under *convention* (and *soc*)."""
     convention = _check_choice("convention", convention, FORWARD_CONVENTIONS)
-    osz, isz = _check_sizes(output_size, input_size)
-    scales = _check_scales(scales_d, scales_h, scales_w)
-    if convention == "torch_cpu":
-        return tuple(torch_cpu_forward_index(isz[k + 2], osz[k], scales[k]) for k in range(3))  # type: ignore
-    r = forward_ratios(osz, isz, *scales, soc=soc)
-    return tuple(forward_index(isz[k + 2], osz[k], r[k]) for k in range(3))  # type: ignore[return-value]
+    soc = _check_choice("soc", soc, SOCS)
+    osz, isz, scales = _check_args(output_size, input_size, scales_d, scales_h, scales_w)
+    return tuple(_source_maps(osz, isz, scales, convention, soc))  # type: ignore[return-value]
 
 
-def upsample_nearest_exact3d_forward(
-    x: np.ndarray,
-    output_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    layout: str = "NCDHW",
-    convention: str = "cann",
-    soc: str = "a2a3",
-) -> np.ndarray:
-    """Forward nearest-exact 3-D upsampling as the CANN kernel computes it (or as torch CPU does).
-
-    Parameters
-    ----------
-    x : numpy.ndarray
-        float32/float16/bfloat16, ``(N, C, iD, iH, iW)`` for ``"NCDHW"`` or ``(N, iD, iH, iW, C)`` for ``"NDHWC"``.
-    output_size : sequence of int
-        ``(oD, oH, oW)``, each > 0.
-    scales_d, scales_h, scales_w : float or None
-        The forward's scales (output over input), each counting when > 0.
-    layout : {"NCDHW", "NDHWC"}
-        Physical dim order of ``x`` and of the result.
-    convention : {"cann", "torch_cpu"}
-        The kernel's float32 law, or torch CPU's (see the module docstring).
-    soc : {"a2a3", "ascend950"}
-        The kernel variant (``"cann"`` only): how scales become ratios.
-
-    Returns
-    -------
-    numpy.ndarray
-        Same dtype and layout as ``x``; every element a bit copy of an element of ``x``.
-    """
-    layout = _check_choice("layout", layout, ("NCDHW", "NDHWC"))
-    x = _check_array("x", x)
-    n, c, d, h, w = x.shape if layout == "NCDHW" else (x.shape[0], x.shape[4], *x.shape[1:4])
-    maps = source_indices(output_size, (n, c, d, h, w), scales_d, scales_h, scales_w, convention=convention, soc=soc)
-    return _gather(x, maps, layout)
-
-
-def _gather(x: np.ndarray, maps: Sequence[np.ndarray], layout: str) -> np.ndarray:
-    axes = (2, 3, 4) if layout == "NCDHW" else (1, 2, 3)
+def _gather(x: np.ndarray, maps: Maps, layout: str) -> np.ndarray:
+    """``x`` read at the index maps of D, H, W (0 where a map holds -1), C-contiguous."""
     y = x
-    for ax, m in zip(axes, maps):
-        y = np.take(y, m, axis=ax)
+    for ax, m in zip(spatial_axes(layout), maps):
+        y = np.take(y, np.maximum(m, 0), axis=ax)
+        missing = np.flatnonzero(m < 0)
+        if missing.size:
+            y[(slice(None),) * ax + (missing,)] = 0
     return np.ascontiguousarray(y)
+
+
+def _checked(x: Any, output_size: Any, scales: tuple[Any, Any, Any], layout: Any, convention: Any
+             ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], Scales, str, str]:
+    layout = _check_choice("layout", layout, LAYOUTS)
+    convention = _check_choice("convention", convention, CONVENTIONS)
+    x = _check_array("x", x)
+    osz, isz, s = _check_args(output_size, _logical(x, layout), *scales)
+    return x, osz, isz, s, layout, convention
+
+
+def upsample_nearest_exact3d_forward(x: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
+                                     scales_h: float | None = None, scales_w: float | None = None, *,
+                                     layout: str = "NCDHW", convention: str = "cann", soc: str = "a2a3") -> np.ndarray:
+    """Forward nearest-exact 3-D upsampling as the CANN kernel of *soc* computes it (or as torch CPU does).
+
+    *x* is float32/float16/bfloat16, ``(N, C, iD, iH, iW)`` for ``"NCDHW"`` or ``(N, iD, iH, iW, C)`` for
+    ``"NDHWC"``; *output_size* ``(oD, oH, oW)``; the scales (output over input) count when > 0.  *convention*:
+    ``"cann"``, the kernel's float32 law, or ``"torch_cpu"`` (module docstring); *soc* (``"a2a3"`` or
+    ``"ascend950"``) says how scales become ratios.  The result has the dtype and layout of *x*; every element is
+    a bit copy of an element of *x*.
+    """
+    soc = _check_choice("soc", soc, SOCS)
+    x, osz, isz, s, layout, convention = _checked(x, output_size, (scales_d, scales_h, scales_w), layout, convention)
+    return _gather(x, _source_maps(osz, isz, s, convention, soc), layout)
+
+
+def upsample_nearest_exact3d(x: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
+                             scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
+                             convention: str = "cann") -> np.ndarray:
+    """The exact adjoint of :func:`upsample3d_grad.reference.upsample_nearest_exact3d_backward` under
+    *convention*: a forward whose output ``o`` reads the input whose backward window holds it (0 when none does,
+    ``"cann"``), or PyTorch CPU's backward index map (``"torch_cpu"``).  Arguments as for
+    :func:`upsample_nearest_exact3d_forward`; the result has the dtype and layout of *x*."""
+    x, osz, isz, s, layout, convention = _checked(x, output_size, (scales_d, scales_h, scales_w), layout, convention)
+    return _gather(x, _backward_maps(osz, isz, s, convention), layout)
 
 
 def backward_owner(in_size: int, out_size: int, scale: float) -> np.ndarray:
@@ -227,86 +202,50 @@ def backward_owner(in_size: int, out_size: int, scale: float) -> np.ndarray:
     (:func:`upsample3d_grad.reference.resolve_scales`); the windows are the backward kernel's
     ``[lo(i), lo(i + 1))`` (:func:`upsample3d_grad.reference.window_starts`).
     """
-    lo = window_starts(in_size, out_size, scale)
-    owner = np.full(out_size, -1, dtype=np.int64)
-    owner[lo[0]:lo[-1]] = np.repeat(np.arange(in_size, dtype=np.int64), np.diff(lo))
-    return owner
+    return _owner(window_starts(in_size, out_size, scale), operator.index(out_size))
 
 
-def _maps(
-    output_size: Sequence[int], input_size: Sequence[int], scales: Sequence[float | None], soc: str
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    osz, isz = _check_sizes(output_size, input_size)
-    fwd = list(source_indices(osz, isz, *scales, soc=soc))
-    s = resolve_scales(osz, isz, *scales)
-    bwd = [backward_owner(isz[k + 2], osz[k], s[k]) for k in range(3)]
-    return fwd, bwd
+def _maps(output_size: Any, input_size: Any, scales: tuple[Any, Any, Any], soc: Any) -> tuple[Maps, Maps]:
+    """The checked forward and backward index maps of both operators (the same scales)."""
+    soc = _check_choice("soc", soc, SOCS)
+    osz, isz, s = _check_args(output_size, input_size, *scales)
+    return _source_maps(osz, isz, s, "cann", soc), _backward_maps(osz, isz, s)
 
 
-def adjoint_mismatches(
-    output_size: Sequence[int],
-    input_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    soc: str = "a2a3",
-) -> dict[str, list[tuple[int, int, int]]]:
-    """Per dim, the outputs where the forward's index and the backward's window disagree.
+def adjoint_mismatches(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
+                       scales_h: float | None = None, scales_w: float | None = None, *, soc: str = "a2a3"
+                       ) -> dict[str, list[tuple[int, int, int]]]:
+    """Per dim, the outputs where the forward's index and the backward's window disagree (both get these scales).
 
-    Both operators get the same scales.  Returns ``{"D": [(o, f(o), b(o)), ...], "H": ..., "W": ...}``, with
-    ``b(o) = -1`` where ``o`` lies in no backward window.  All empty means ``<F(x), g> = <x, B(g)>`` exactly.
+    Returns ``{"D": [(o, f(o), b(o)), ...], "H": ..., "W": ...}``, with ``b(o) = -1`` where ``o`` lies in no
+    backward window.  All empty means ``<F(x), g> = <x, B(g)>`` exactly.
     """
     fwd, bwd = _maps(output_size, input_size, (scales_d, scales_h, scales_w), soc)
-    return {name: [(int(o), int(f[o]), int(b[o])) for o in np.nonzero(f != b)[0]]
-            for name, f, b in zip(_DIMS, fwd, bwd)}
+    return {name: _differences(f, b) for name, f, b in zip(_DIM_NAMES, fwd, bwd)}
 
 
-def adjoint_residual(
-    x: np.ndarray,
-    g: np.ndarray,
-    output_size: Sequence[int],
-    scales_d: float | None = None,
-    scales_h: float | None = None,
-    scales_w: float | None = None,
-    *,
-    layout: str = "NCDHW",
-    soc: str = "a2a3",
-) -> float:
+def adjoint_residual(x: np.ndarray, g: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
+                     scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
+                     soc: str = "a2a3") -> float:
     """The exact ``<F(x), g> - <x, B(g)>`` the two kernels' index laws imply, in float64.
 
-    Parameters
-    ----------
-    x : numpy.ndarray
-        The forward's input (and the backward's gradInput shape), in *layout*.
-    g : numpy.ndarray
-        The forward's output shape (the backward's gradOut), in *layout*.
-    output_size, scales_d, scales_h, scales_w :
-        The arguments both operators get.
-    layout : {"NCDHW", "NDHWC"}
-        Physical dim order of both arrays.
-    soc : {"a2a3", "ascend950"}
-        The forward kernel's variant (the backward's windows are the A2/A3 kernel's).
-
-    Returns
-    -------
-    float
-        ``sum over (n, c), o in M of g[o] * (x[f(o)] - x[b(o)])`` (``x[b(o)] = 0`` where ``o`` is in no window):
-        0.0 when the two laws agree everywhere.  The sum is over the products in float64; on a device, F(x) is
-        exact and B(g) carries float32 rounding, so compare with a tolerance from B's rounding.
+    *x* is the forward's input (the backward's gradInput shape) and *g* the forward's output shape (the
+    backward's gradOut), both in *layout*; both operators get *output_size* and the scales; *soc* is the forward
+    kernel's variant (the backward's windows are the A2/A3 kernel's).  Returns ``sum over (n, c), o in M of
+    g[o] * (x[f(o)] - x[b(o)])`` (``x[b(o)] = 0`` where ``o`` is in no window): 0.0 when the two laws agree
+    everywhere.  On a device F(x) is exact and B(g) carries float32 rounding, so compare with a tolerance from
+    B's rounding.
     """
-    layout = _check_choice("layout", layout, ("NCDHW", "NDHWC"))
+    layout = _check_choice("layout", layout, LAYOUTS)
     x, g = _check_array("x", x), _check_array("g", g)
+    n, c, *dhw = _logical(x, layout)
+    fwd, bwd = _maps(output_size, (n, c, *dhw), (scales_d, scales_h, scales_w), soc)
+    expect = _phys(layout, n, c, *(m.size for m in fwd))
+    if g.shape != expect:
+        raise ValueError(f"g shape must be {expect} ({layout} from x's N, C and output_size), got {g.shape}")
     x64, g64 = x.astype(np.float64), g.astype(np.float64)
     if layout == "NDHWC":
         x64, g64 = np.moveaxis(x64, 4, 1), np.moveaxis(g64, 4, 1)
-    n, c = x64.shape[:2]
-    isz = (n, c, *x64.shape[2:])
-    osz, _ = _check_sizes(output_size, isz)
-    expect = _phys(layout, n, c, *osz)
-    if g.shape != expect:
-        raise ValueError(f"g shape must be {expect} ({layout} from x's N, C and output_size), got {g.shape}")
-    fwd, bwd = _maps(osz, isz, (scales_d, scales_h, scales_w), soc)
     od, oh, ow = np.meshgrid(*(np.arange(m.size) for m in fwd), indexing="ij")
     sel = (fwd[0][od] != bwd[0][od]) | (fwd[1][oh] != bwd[1][oh]) | (fwd[2][ow] != bwd[2][ow])
     od, oh, ow = od[sel], oh[sel], ow[sel]
