@@ -72,16 +72,16 @@ __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_N
 
 
 
-def _ints(text: str, n: int, what: str) -> tuple[int, ...]:
+def _ints(text: str, n: int) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.replace("x", ",").split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{what}: expected {n} comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {n} comma-separated integers, got {text!r}") from None
     if len(values) != n:
-        raise argparse.ArgumentTypeError(f"{what}: expected {n} comma-separated integers, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {n} comma-separated integers, got {text!r}")
     negative = [v for v in values if v < 0]
     if negative:
-        raise argparse.ArgumentTypeError(f"{what}: sizes are >= 0, got {negative[0]} in {text!r}")
+        raise argparse.ArgumentTypeError(f"sizes are >= 0, got {negative[0]} in {text!r}")
     return values
 
 
@@ -202,12 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", parents=[common], help="device time (events), host overhead per call, effective GB/s")
     p.add_argument("--device", type=_int_at_least(0), default=0, help="device id (default 0)")
-    p.add_argument("--input-size", type=lambda t: _ints(t, 5, "--input-size"), default=(2, 16, 16, 32, 32),
+    p.add_argument("--input-size", type=lambda t: _ints(t, 5), default=(2, 16, 16, 32, 32),
                    metavar="N,C,D,H,W", help="gradInput size (default 2,16,16,32,32)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--scale", type=_scale, default=2.0,
                    help="forward scale for D, H and W, passed to the operator: 0 < scale <= 50 (default 2)")
-    g.add_argument("--output-size", type=lambda t: _ints(t, 3, "--output-size"), default=None,
+    g.add_argument("--output-size", type=lambda t: _ints(t, 3), default=None,
                    metavar="D,H,W", help="gradOut spatial size instead of --scale (scales not passed)")
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     p.add_argument("--layout", choices=("NCDHW", "NDHWC"), default="NCDHW")
