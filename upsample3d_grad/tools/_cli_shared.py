@@ -10,7 +10,7 @@ import time
 import warnings
 from typing import Any, NoReturn, TextIO
 
-from acl_bindings import BackendFallbackWarning, LibraryNotFoundError, load_backend
+from acl_bindings import BackendFallbackWarning, LibraryNotFoundError, SimulatorUnavailableError, load_backend
 
 from . import _jsonout
 
@@ -35,6 +35,17 @@ def _error(command: str, message: str) -> None:
     print(f"{PROG} {command}: error: {message}", file=sys.stderr, flush=True)
 
 
+def _simulator_missing(message: str) -> str:
+    """One line from the loader's SimulatorUnavailableError: why no CANN, and what failed in the build."""
+    first = message.splitlines()[0] if message else ""
+    head, sep, _ = first.partition(" the CPU simulator is unavailable")
+    what = next((line[len("What failed: "):] for line in message.splitlines() if line.startswith("What failed: ")),
+                "")
+    if not sep:
+        return first
+    return f"{head} the CPU simulator is not built" + (f": {what}" if what else "")
+
+
 def _fallback_line(command: str, backend: Any) -> str:
     """The first line of a command refused because a present CANN did not load (the simulator stood in)."""
     return (f"{PROG} {command}: error: {backend.fallback}, so this run would test the simulator, not CANN: fix "
@@ -53,6 +64,13 @@ def _load(command: str, refuse_fallback: bool = True) -> Any:
         with warnings.catch_warnings():  # the fallback notice is printed as the first line instead
             warnings.simplefilter("ignore", BackendFallbackWarning)
             backend = load_backend()
+    except SimulatorUnavailableError as exc:  # no usable CANN, and no compiler built the simulator
+        print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
+        _error(command, _simulator_missing(str(exc)))
+        print("fix: install a C compiler (gcc or clang) and run `python -m acl_bindings.sim.build --force` (or "
+              "reinstall), or source CANN's set_env.sh to use real CANN; `python -m acl_bindings` says where it "
+              "looked", file=sys.stderr)
+        return None
     except LibraryNotFoundError as exc:
         print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
         print(str(exc), file=sys.stderr)

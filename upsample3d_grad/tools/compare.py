@@ -62,14 +62,14 @@ def clean(text: Any, limit: int = 0) -> str:
 
 def expand_paths(items: Sequence[str]) -> list[str]:
     """The report files named by *items*: files as given, folders as their ``*.json`` (sorted), and glob
-    patterns (``*``, ``?``, ``[``) that name no file as their matches (sorted), each file once.
+    patterns (``*``, ``?``, ``[``) that name no file as their matches (sorted).
 
     Raises
     ------
     ValueError
         A folder without ``*.json`` files, or a pattern that matches nothing.
     """
-    out: dict[str, None] = {}
+    out: list[str] = []
     for item in items:
         if os.path.isdir(item):
             found = sorted(glob.glob(os.path.join(glob.escape(item), "*.json")))
@@ -81,8 +81,8 @@ def expand_paths(items: Sequence[str]) -> list[str]:
                 raise ValueError(f"{clean(item)}: no file matches this pattern")
         else:
             found = [item]
-        out.update(dict.fromkeys(found))
-    return list(out)
+        out.extend(found)
+    return out
 
 
 def _reject_constant(name: str) -> Any:
