@@ -232,8 +232,9 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
 
 def _groups(reports: Sequence[dict[str, Any]], labels: list[str], env_diff: dict[str, list[Any]],
             problems: list[str]) -> list[dict[str, Any]]:
-    """Machines with the same environment (the differing keys but the host name) and outcome, largest first."""
-    keys = [k for k in env_diff if k != "hostname"]
+    """Machines with the same environment (the differing keys but the host name, and the fallback, which is
+    the outcome's) and outcome, largest first."""
+    keys = [k for k in env_diff if k not in ("hostname", "fallback")]
     index: dict[str, dict[str, Any]] = {}
     for i, (label, problem) in enumerate(zip(labels, problems)):
         env = {k: env_diff[k][i] for k in keys}
