@@ -259,8 +259,8 @@ def test_compare_takes_verbose(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- Ctrl-C
 
-def _interrupt(args: list[str], tmp_path: Path, wait_for: str, env: dict[str, str] | None = None
-               ) -> tuple[int, str, str]:
+def _interrupt(args: list[str], tmp_path: Path, wait_for: str, env: dict[str, str] | None = None,
+               delay_s: float = 0.0) -> tuple[int, str, str]:
     full = os.environ.copy()
     for var in ("CANN_SIM_FAULT", "ACL_BINDINGS_LOG_CALLS"):
         full.pop(var, None)
@@ -277,6 +277,7 @@ def _interrupt(args: list[str], tmp_path: Path, wait_for: str, env: dict[str, st
         seen.append(line)
         if re.search(wait_for, line) or time.monotonic() > deadline:
             break
+    time.sleep(delay_s)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     return proc.returncode, "".join(seen) + out, err
@@ -315,10 +316,11 @@ def test_ctrl_c_during_the_imports(tmp_path: Path, after: str) -> None:
     assert "verdict" not in out  # it stopped
 
 
-def test_ctrl_c_while_the_children_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize("delay_s", [0.0, 0.3])
+def test_ctrl_c_while_the_children_start(tmp_path: Path, delay_s: float) -> None:
     out = tmp_path / "partial.json"
     rc, stdout, err = _interrupt(["smoke", "--devices", "all", "--json", str(out)], tmp_path,
-                                 r"one process each", env={"CANN_SIM_DEVICE_COUNT": "3"})
+                                 r"one process each", env={"CANN_SIM_DEVICE_COUNT": "3"}, delay_s=delay_s)
     _assert_interrupted(rc, err, "smoke")
     assert "Traceback" not in stdout and "KeyboardInterrupt" not in stdout, stdout
     data = json.loads(out.read_text())
