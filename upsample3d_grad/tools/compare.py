@@ -6,7 +6,8 @@
   CANN and driver versions, SoC, package versions...);
 * per case (by name, and the k-th device of each report): each report's status, max abs error, workspace size
   and time, and whether the results are bitwise identical where every report that
-  ran the case gives a digest (sha256 of the result bytes);
+  ran the case gives a digest (sha256 of the result bytes; a report that ran no case at
+  all is left out of this);
 * the machines grouped by environment (the differing keys but the host name) and
   outcome, and the outliers: machines that are not ok or whose group is small.
 
@@ -192,6 +193,7 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
         table = {(c["name"], ordinal[int(c["device"])]): c for c in r["cases"]}
         by_report.append(table)
         keys.update(dict.fromkeys(table))
+    ran_any = sum(1 for t in by_report if t)
     cases: list[dict[str, Any]] = []
     for name, slot in keys:
         entries = [t.get((name, slot)) for t in by_report]
@@ -205,7 +207,9 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
             "name": name, "slot": slot,
             "results": results,
             "status_mismatch": "pass" in statuses and bool(statuses & set(_FAILED)),
-            "bitwise": _bitwise([e.get("digest") for e in ran]) if len(ran) == len(reports) else "n/a",
+            # a report that ran no case at all (no library, a refused fallback) is no comparison point
+            "bitwise": _bitwise([e.get("digest") for e in ran]) if len(ran) == ran_any else "n/a",
+            "absent": sum(1 for t, e in zip(by_report, entries) if e is None and t),
         })
     mismatches = [c["name"] for c in cases if c["status_mismatch"]]
     bitwise = [c["bitwise"] for c in cases]
@@ -318,7 +322,7 @@ def _names(machines: list[str]) -> str:
 
 
 def _env_text(env: dict[str, Any]) -> str:
-    return " ".join(f"{k}={clean(v, 48)}" for k, v in env.items()) or "(the same environment)"
+    return "".join(f" {k}={clean(v, 48)}" for k, v in env.items()) + ":"
 
 
 def _case_counts(c: dict[str, Any]) -> dict[str, Any]:
@@ -328,7 +332,7 @@ def _case_counts(c: dict[str, Any]) -> dict[str, Any]:
     errs = [r["max_abs_err"] for r in present if r["max_abs_err"] is not None]
     times = [r["time_ms"] for r in present if r["time_ms"] is not None]
     return {"pass": by["pass"], "fail": by["fail"], "error": by["error"], "skip": by["skip"],
-            "absent": len(c["results"]) - len(present), "max_abs_err": max(errs) if errs else None,
+            "absent": c["absent"], "max_abs_err": max(errs) if errs else None,
             "median_ms": statistics.median(times) if times else None}
 
 
@@ -353,8 +357,8 @@ def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
     out.append(f"{len(groups)} group(s) of machines with the same environment and outcome, largest first:")
     for k, g in enumerate(groups[:SHOW_GROUPS], 1):
         size = len(g["machines"])
-        out.append(f"{bullet}#{k} {size} machine{'s' if size != 1 else ''}, {clean(g['outcome'], 100)}: "
-                   f"{_env_text(g['environment'])}: {_names(g['machines'])}")
+        out.append(f"{bullet}#{k} {size} machine{'s' if size != 1 else ''}, {clean(g['outcome'], 100)}"
+                   f"{_env_text(g['environment'])} {_names(g['machines'])}")
     if len(groups) > SHOW_GROUPS:
         rest = sum(len(g["machines"]) for g in groups[SHOW_GROUPS:])
         out.append(f"{bullet}... {len(groups) - SHOW_GROUPS} more group(s), {rest} machine(s) (see --json)")
