@@ -80,8 +80,8 @@ def test_a_fleet_folder_is_summarised_by_group(fleet_dir: Path, tmp_path: Path,
     assert len(lines) <= 80 and max(map(len, lines)) <= 400, (len(lines), max(map(len, lines)))
     assert not any(f"node{k:04d}" in text for k in range(100, 120))  # no line or column per machine
     bullet = "- " if markdown else "  "
-    assert f"{bullet}#1 482 machines, ok: backend=cann cann_version=8.5.0: node0000, " in text  # 500 - 13 - 5
-    assert f"{bullet}#2 13 machines, ok: backend=cann cann_version=8.3.RC1: node0007, node0047" in text
+    assert f"{bullet}#1 482 machines, ok; backend=cann cann_version=8.5.0: node0000, " in text  # 500 - 13 - 5
+    assert f"{bullet}#2 13 machines, ok; backend=cann cann_version=8.3.RC1: node0007, node0047" in text
     for host in ("node0042", "node0314", "node0271"):  # the outliers are named
         assert f"{bullet}{host}: NOT ok: 1 case(s) failed: case005-fp32-NCDHW" in text
     assert f"{bullet}node0123: NOT ok: the simulator stood in for a CANN that did not load" in text

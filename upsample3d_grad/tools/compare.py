@@ -322,7 +322,7 @@ def _names(machines: list[str]) -> str:
 
 
 def _env_text(env: dict[str, Any]) -> str:
-    return "".join(f" {k}={clean(v, 48)}" for k, v in env.items()) + ":"
+    return (";" + "".join(f" {k}={clean(v, 48)}" for k, v in env.items())) if env else ""
 
 
 def _case_counts(c: dict[str, Any]) -> dict[str, Any]:
@@ -358,7 +358,7 @@ def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
     for k, g in enumerate(groups[:SHOW_GROUPS], 1):
         size = len(g["machines"])
         out.append(f"{bullet}#{k} {size} machine{'s' if size != 1 else ''}, {clean(g['outcome'], 100)}"
-                   f"{_env_text(g['environment'])} {_names(g['machines'])}")
+                   f"{_env_text(g['environment'])}: {_names(g['machines'])}")
     if len(groups) > SHOW_GROUPS:
         rest = sum(len(g["machines"]) for g in groups[SHOW_GROUPS:])
         out.append(f"{bullet}... {len(groups) - SHOW_GROUPS} more group(s), {rest} machine(s) (see --json)")
