@@ -146,11 +146,18 @@ def load_report(path: str) -> dict[str, Any]:
 
 
 def _labels(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> list[str]:
+    """The host name of each report; where hosts repeat, the file name (``a/smoke.json``: ``smoke``), and where
+    those repeat too, with its folder (``node7/smoke``), then the path."""
     names = [str(r["environment"].get("hostname") or os.path.basename(p)) for r, p in zip(reports, paths)]
-    counts = Counter(names)
-    if len(counts) == len(names):
-        return names
-    return [os.path.splitext(os.path.basename(p))[0] if counts[n] > 1 else n for n, p in zip(names, paths)]
+    def stem(p: str) -> str:
+        return os.path.splitext(os.path.basename(p))[0]
+
+    for tier in (stem, lambda p: os.path.join(os.path.basename(os.path.dirname(p)), stem(p)), str):
+        counts = Counter(names)
+        if len(counts) == len(names):
+            break
+        names = [tier(p) if counts[n] > 1 else n for n, p in zip(names, paths)]
+    return names
 
 
 def _bitwise(digests: list[str | None]) -> str:
