@@ -64,16 +64,16 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     nested = tmp_path / "nested.json"
     nested.write_text("[" * 100_000 + "]" * 100_000)
-    shallow_deep = tmp_path / "deep.json"
-    shallow_deep.write_text("[" * 500 + "]" * 500)  # parses, but is no report
+    shallow_deep = tmp_path / "deep.json"  # parses, but the validator would recurse as deep
+    shallow_deep.write_text('{"schema_version": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}")
     nan = _report("n")
     nan["cases"][0]["max_abs_err"] = float("nan")
     nan_path = tmp_path / "nan.json"
     nan_path.write_text(json.dumps(nan))  # json.dumps writes NaN
     big = tmp_path / "inf.json"
     big.write_text(json.dumps(_report("i")).replace('"time_ms": 1.0', '"time_ms": 1e999', 1))
-    return {"binary": (binary, "not UTF-8"), "nested": (nested, "nested more than"),
-            "deep": (shallow_deep, "nested more than"), "nan": (nan_path, "NaN is not JSON"),
+    return {"binary": (binary, "not UTF-8"), "nested": (nested, "nested too deeply"),
+            "deep": (shallow_deep, "not a"), "nan": (nan_path, "NaN is not JSON"),
             "inf": (big, "out of range")}
 
 

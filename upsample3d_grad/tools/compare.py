@@ -25,6 +25,7 @@ Everything is one pass over reports x cases: time and memory grow linearly.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import math
@@ -51,7 +52,6 @@ SHOW_GROUPS, SHOW_OUTLIERS, SHOW_CASES, SHOW_NAMES = 12, 20, 30, 4
 #: A group of at most this share of the machines (and at least one machine) is made of outliers.
 OUTLIER_SHARE = 0.02
 _FAILED = ("fail", "error")
-_MAX_DEPTH = 64
 
 
 def clean(text: Any, limit: int = 0) -> str:
@@ -97,18 +97,9 @@ def _finite(text: str) -> float:
     return value
 
 
-def _depth_ok(data: Any) -> bool:
-    """Whether *data* nests at most :data:`_MAX_DEPTH` deep (without recursion)."""
-    stack = [(data, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > _MAX_DEPTH:
-            return False
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return True
+@functools.lru_cache(maxsize=1)
+def _smoke_schema() -> dict[str, Any]:
+    return _schema.load_schema(_schema.SMOKE_SCHEMA_PATH)
 
 
 def load_report(path: str) -> dict[str, Any]:
@@ -131,14 +122,15 @@ def load_report(path: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{name}: not JSON: {exc}") from None
     except RecursionError:
-        raise ValueError(f"{name}: not a report: nested more than {_MAX_DEPTH} levels deep") from None
+        raise ValueError(f"{name}: not a report: nested too deeply") from None
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     except OSError as exc:
         raise OSError(f"{name}: cannot read it: {exc.strerror or exc}") from None
-    if not _depth_ok(data):
-        raise ValueError(f"{name}: not a report: nested more than {_MAX_DEPTH} levels deep")
-    problems = _schema.errors(data, _schema.load_schema(_schema.SMOKE_SCHEMA_PATH))
+    try:
+        problems = _schema.errors(data, _smoke_schema())
+    except RecursionError:
+        raise ValueError(f"{name}: not a report: nested too deeply") from None
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ValueError(f"{name}: not a smoke report of this version: {clean(problems[0])}{more}")
