@@ -10,7 +10,14 @@ import time
 import warnings
 from typing import Any, NoReturn, TextIO
 
-from acl_bindings import BackendFallbackWarning, LibraryNotFoundError, SimulatorUnavailableError, load_backend
+from acl_bindings import (
+    AclError,
+    BackendFallbackWarning,
+    LibraryNotFoundError,
+    SimulatorUnavailableError,
+    device_count,
+    load_backend,
+)
 
 from . import _jsonout
 
@@ -162,8 +169,6 @@ def _one_line(exc: BaseException) -> str:
 
 def _check_device(args: argparse.Namespace) -> None:
     """``--device`` out of range (the backend is loaded): a usage error, as ``smoke --devices``."""
-    from acl_bindings import AclError, device_count
-
     try:
         count = device_count()
     except AclError:
