@@ -2,8 +2,9 @@
 
 PEP 621 metadata lives in pyproject.toml.  This file adds a ``build_py`` step that
 runs ``acl_bindings/sim/build.py``.  Without a C compiler the install still
-succeeds: the build writes ``acl_bindings/sim/BUILD_ERROR.txt`` and the simulator
-reports itself unavailable with that reason.
+succeeds: the build writes ``acl_bindings/sim/BUILD_ERROR.txt``, the install says so
+in one line (a warning, which pip shows), and the simulator reports itself unavailable
+with that reason.
 
 A wheel that carries the simulator's ``.so`` files is tagged for this platform
 (``py3-none-<platform>``: the libraries are loaded with ctypes, so any Python 3
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 
 from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
@@ -34,7 +36,9 @@ class BuildPyWithSimulator(build_py):
     """build_py that also compiles the simulator into the package tree."""
 
     def run(self):
-        _build_simulator()
+        if not _build_simulator():
+            # a UserWarning raised in a build hook is shown by pip (>= 23.1): one line, no source line to quote
+            warnings.warn_explicit(_BUILT["message"], UserWarning, "upsample3d-grad install", 0)
         # The libraries are package data (acl_bindings/sim/lib64/*), copied by build_py itself.
         super().run()
 
@@ -51,7 +55,12 @@ def _build_simulator():
         if _BUILT["ok"]:
             print(f"built the CANN simulator in {source_root}/lib64")
         else:
-            print(f"WARNING: the CANN simulator was not built: {result.get('error')}")
+            text = str(result.get("error") or "")
+            what = next((line[len("What failed: "):] for line in text.splitlines() if line.startswith("What failed: ")),
+                        "see acl_bindings/sim/BUILD_ERROR.txt")
+            _BUILT["message"] = (f"the CPU simulator was not built ({what}): install a C compiler (gcc or clang) and "
+                                 "reinstall to use it; real CANN works without it")
+            print(f"WARNING: {_BUILT['message']}")
     return _BUILT["ok"]
 
 

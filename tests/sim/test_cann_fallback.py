@@ -5,12 +5,14 @@ libraries that have the real names and a few of the real symbols): a missing
 dependency, another architecture, a partial install, a file that is not a library, a
 library that is not what its name says, and an nnopbase that does not load.  Every
 command must say on its first line that CANN did not load and that the simulator is
-used; ``doctor`` and ``python -m acl_bindings`` must call that unhealthy (exit 1).  Only
-a machine without any CANN falls back quietly.
+used; ``run``, ``smoke`` and ``bench`` then refuse to run (exit 3) unless the simulator is asked
+for, and ``doctor`` and ``python -m acl_bindings`` must call that unhealthy (exit 1).  Only a
+machine without any CANN falls back quietly.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -135,16 +137,49 @@ def _fallback_line(root: Path, reason: str) -> str:
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
-def test_run_says_cann_failed_on_its_first_line(case: str, trees: dict[str, tuple[Path, str]]) -> None:
+def test_run_refuses_a_broken_cann_on_its_first_line(case: str, trees: dict[str, tuple[Path, str]]) -> None:
     root, reason = trees[case]
     proc = _run(["-m", "upsample3d_grad", "run"], ASCEND_HOME_PATH=str(root))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # no green run on a broken machine
     first = proc.stdout.splitlines()[0]
-    assert first.startswith(_fallback_line(root, reason)), first
-    assert first.endswith("; using the simulator"), first
-    assert "backend sim" in proc.stdout.splitlines()[1]
-    assert "OK: matches the expected [36, 100, 164, 228]" in proc.stdout  # the simulator works after the attempt
+    assert first.startswith(f"upsample3d-grad run: error: {_fallback_line(root, reason)}"), first
+    assert "; using the simulator, so this run would test the simulator, not CANN" in first
+    assert "--backend sim" in first  # how to ask for the simulator
+    assert "result[" not in proc.stdout  # nothing ran
     assert "Traceback" not in proc.stderr and "BackendFallbackWarning" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("how", ["--backend", "env"])
+def test_the_simulator_asked_for_runs_beside_a_broken_cann(how: str, trees: dict[str, tuple[Path, str]]) -> None:
+    root, _ = trees["missing-dependency"]
+    if how == "--backend":
+        proc = _run(["-m", "upsample3d_grad", "run", "--backend", "sim"], ASCEND_HOME_PATH=str(root))
+    else:
+        proc = _run(["-m", "upsample3d_grad", "run"], ASCEND_HOME_PATH=str(root), ACL_BINDINGS_BACKEND="sim")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("upsample3d-grad run: backend sim"), proc.stdout
+    assert "failed to load" not in proc.stdout and "OK: matches the expected [36, 100, 164, 228]" in proc.stdout
+
+
+def test_a_broken_cann_smoke_report_is_not_ok_in_compare(trees: dict[str, tuple[Path, str]], tmp_path: Path) -> None:
+    root, reason = trees["missing-dependency"]
+    broken, good = tmp_path / "broken.json", tmp_path / "good.json"
+    proc = _run(["-m", "upsample3d_grad", "smoke", "--quick", "--json", str(broken)], ASCEND_HOME_PATH=str(root))
+    assert proc.returncode == 3 and proc.stdout.startswith("upsample3d-grad smoke: error: CANN at"), proc.stdout
+    data = json.loads(broken.read_text())
+    assert data["environment"]["fallback"].startswith(_fallback_line(root, reason)) and data["cases"] == []
+    assert data["summary"]["ok"] is False
+    proc = _run(["-m", "upsample3d_grad", "smoke", "--quick", "--backend", "sim", "--json", str(good)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # a report of an older version that ran the cases on the fallback: all pass, still not ok
+    ran = json.loads(good.read_text())
+    ran["environment"]["fallback"] = data["environment"]["fallback"]
+    ran_path = tmp_path / "ran.json"
+    ran_path.write_text(json.dumps(ran))
+    proc = _run(["-m", "upsample3d_grad", "compare", str(good), str(ran_path), str(broken), "--json", "-"])
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["ok"] is False, proc.stderr
+    assert [r["ok"] for r in doc["reports"]] == [True, False, False]
 
 
 @pytest.mark.parametrize("case", ["missing-dependency", "partial", "other-architecture"])
@@ -153,7 +188,7 @@ def test_doctor_calls_a_broken_cann_unhealthy(case: str, trees: dict[str, tuple[
     proc = _run(["-m", "upsample3d_grad", "doctor", "--no-run"], ASCEND_HOME_PATH=str(root))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith(_fallback_line(root, reason)), lines[0]
+    assert lines[0].startswith(f"upsample3d-grad doctor: error: {_fallback_line(root, reason)}"), lines[0]
     assert "verdict:        NOT healthy" in proc.stdout
     problems = lines[lines.index("verdict:        NOT healthy") + 1:]
     assert problems and problems[0].startswith(f"  - {_fallback_line(root, reason)}"), problems
@@ -167,11 +202,14 @@ def test_doctor_calls_a_broken_cann_unhealthy(case: str, trees: dict[str, tuple[
 def test_every_command_says_it_first(command: list[str], trees: dict[str, tuple[Path, str]]) -> None:
     root, reason = trees["missing-dependency"]
     proc = _run(command, ASCEND_HOME_PATH=str(root))
-    assert proc.stdout.splitlines()[0].startswith(_fallback_line(root, reason)), proc.stdout + proc.stderr
     if command[1] == "acl_bindings":
+        assert proc.stdout.splitlines()[0].startswith(_fallback_line(root, reason)), proc.stdout + proc.stderr
         assert proc.returncode == 1, proc.stdout  # unhealthy, as doctor says
     else:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        first = f"upsample3d-grad {command[2]}: error: {_fallback_line(root, reason)}"
+        assert proc.stdout.splitlines()[0].startswith(first), proc.stdout + proc.stderr
+        assert proc.returncode == 3, proc.stdout + proc.stderr  # refused: not a green run
+        assert "passed" not in proc.stdout and "device time" not in proc.stdout
 
 
 def test_library_users_get_a_warning(trees: dict[str, tuple[Path, str]]) -> None:
@@ -220,7 +258,9 @@ def test_no_cann_at_all_falls_back_quietly() -> None:
 def test_an_install_variable_naming_an_empty_folder_is_not_quiet(tmp_path: Path) -> None:
     proc = _run(["-m", "upsample3d_grad", "run"], ASCEND_HOME_PATH=str(tmp_path))
     first = proc.stdout.splitlines()[0]
-    assert first.startswith(f"CANN at {tmp_path} failed to load: ASCEND_HOME_PATH names it, but no runtime"), first
+    assert first.startswith(f"upsample3d-grad run: error: CANN at {tmp_path} failed to load: ASCEND_HOME_PATH "
+                            "names it, but no runtime"), first
+    assert proc.returncode == 3
 
 
 def test_a_simulator_found_after_a_broken_cann_is_announced(trees: dict[str, tuple[Path, str]]) -> None:

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from tests.sim.test_examples_cli import REPO, assert_no_leaks, first_line, run
-from upsample3d_grad.tools import _schema
+from upsample3d_grad.tools import _schema, cli
 
 CLI = ["-m", "upsample3d_grad"]
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -100,50 +100,66 @@ def _smoke(tmp_path: Path, name: str, *extra: str, env: dict[str, str] | None = 
     return out
 
 
-def test_compare_two_machines_and_a_failing_one(tmp_path: Path) -> None:
-    a = _smoke(tmp_path, "plans")
+@pytest.fixture(scope="module")
+def report_a(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``smoke --quick --json`` report, shared by the compare tests (one subprocess)."""
+    return _smoke(tmp_path_factory.mktemp("report_a"), "plans")
+
+
+def compare_cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``upsample3d-grad compare ARGS`` in this process (it loads no library)."""
+    capsys.readouterr()
+    rc = cli.main(["compare", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["compare", *args], rc, out, err)
+
+
+def test_compare_two_machines_and_a_failing_one(tmp_path: Path, report_a: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    a = report_a
     b = _smoke(tmp_path, "noplans", "--no-plans", "--devices", "1")
-    proc = run([*CLI, "compare", str(a), str(b)], tmp_path)
+    proc = compare_cli(capsys, str(a), str(b))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^  plans\s+.*=True\s+.*=False$", proc.stdout, re.M)  # the run's difference is shown
     assert re.search(r"^ut-scales-fp32-NCDHW-contig\s+PASS\s+0\s.*PASS\s+1\s.*identical$", proc.stdout, re.M)
     assert "no status mismatch" in proc.stdout
 
     c = _smoke(tmp_path, "faulty", env={"CANN_SIM_FAULT": "aclnnUpsampleNearestExact3dBackward:3:507015"})
-    proc = run([*CLI, "compare", str(a), str(b), str(c), "--json"], tmp_path)
+    proc = compare_cli(capsys, str(a), str(b), str(c), "--json", "-")
     assert proc.returncode == 1  # a case passes on one machine and fails on another
     doc = json.loads(proc.stdout)
     bad = [case for case in doc["cases"] if case["status_mismatch"]]
     assert len(bad) == 1 and [r["status"] for r in bad[0]["results"]] == ["pass", "pass", "error"]
     assert doc["summary"]["status_mismatches"] == [bad[0]["name"]] and doc["ok"] is False
+    assert [r["ok"] for r in doc["reports"]] == [True, True, False]
 
-    proc = run([*CLI, "compare", str(a), str(c), "--markdown"], tmp_path)
+    proc = compare_cli(capsys, str(a), str(c), "--markdown")
     assert proc.returncode == 1
     assert re.search(rf"^\| {re.escape(bad[0]['name'])} <- MISMATCH \| PASS \|", proc.stdout, re.M)
 
 
-def test_compare_sees_a_result_that_differs_in_one_bit(tmp_path: Path) -> None:
-    a = _smoke(tmp_path, "a")
+def test_compare_sees_a_result_that_differs_in_one_bit(tmp_path: Path, report_a: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    a = report_a
     data = json.loads(a.read_text())
     case = next(c for c in data["cases"] if c["digest"])
     case["digest"] = "sha256:" + "0" * 64
     b = tmp_path / "b.json"
     b.write_text(json.dumps(data))
-    proc = run([*CLI, "compare", str(a), str(b), "--json"], tmp_path)
+    proc = compare_cli(capsys, str(a), str(b), "--json", "-")
     assert proc.returncode == 0  # both pass: not a status mismatch
     doc = json.loads(proc.stdout)
     assert [c["name"] for c in doc["cases"] if c["bitwise"] == "different"] == [case["name"]]
 
 
-def test_compare_refuses_what_is_not_a_report(tmp_path: Path) -> None:
-    a = _smoke(tmp_path, "a")
+def test_compare_refuses_what_is_not_a_report(tmp_path: Path, report_a: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    a = report_a
     junk = tmp_path / "junk.json"
     junk.write_text('{"tool": "something else"}')
-    assert_usage_error(run([*CLI, "compare", str(a), str(junk)], tmp_path), "compare", "not a smoke report")
-    assert_usage_error(run([*CLI, "compare", str(a), str(tmp_path / "missing.json")], tmp_path), "compare",
-                       "missing.json")
-    proc = run([*CLI, "compare", str(a)], tmp_path)
-    assert_usage_error(proc, "compare", "at least two reports")
+    assert_usage_error(compare_cli(capsys, str(a), str(junk)), "compare", "not a smoke report")
+    assert_usage_error(compare_cli(capsys, str(a), str(tmp_path / "missing.json")), "compare", "missing.json")
+    assert_usage_error(compare_cli(capsys, str(a)), "compare", "at least two reports")
 
 
 # --------------------------------------------------------------------------- --json as on any CLI
@@ -251,16 +267,16 @@ def test_verbose_logs_the_c_calls_with_values(tmp_path: Path, args: list[str]) -
     assert_no_leaks(tmp_path)
 
 
-def test_compare_takes_verbose(tmp_path: Path) -> None:
-    a = _smoke(tmp_path, "a")
+def test_compare_takes_verbose(tmp_path: Path, report_a: Path) -> None:
+    a = report_a
     proc = run([*CLI, "compare", "-v", str(a), str(a)], tmp_path)
     assert proc.returncode == 0 and "no status mismatch" in proc.stdout
 
 
 # --------------------------------------------------------------------------- Ctrl-C
 
-def _interrupt(args: list[str], tmp_path: Path, wait_for: str, env: dict[str, str] | None = None
-               ) -> tuple[int, str, str]:
+def _interrupt(args: list[str], tmp_path: Path, wait_for: str, env: dict[str, str] | None = None,
+               delay_s: float = 0.0) -> tuple[int, str, str]:
     full = os.environ.copy()
     for var in ("CANN_SIM_FAULT", "ACL_BINDINGS_LOG_CALLS"):
         full.pop(var, None)
@@ -277,21 +293,62 @@ def _interrupt(args: list[str], tmp_path: Path, wait_for: str, env: dict[str, st
         seen.append(line)
         if re.search(wait_for, line) or time.monotonic() > deadline:
             break
+    time.sleep(delay_s)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     return proc.returncode, "".join(seen) + out, err
 
 
-def _assert_interrupted(rc: int, err: str) -> None:
+def _assert_interrupted(rc: int, err: str, command: str) -> None:
     assert rc == 130, err
-    assert "Traceback" not in err, err
-    assert err.splitlines().count("interrupted") == 1, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert [line for line in err.splitlines() if "interrupted" in line] == [f"upsample3d-grad {command}: interrupted"]
+
+
+#: Modules the command imports, in order: a Ctrl-C is sent as soon as each has been imported.
+IMPORT_POINTS = ("upsample3d_grad_cli", "numpy", "ml_dtypes", "acl_bindings", "upsample3d_grad.session",
+                 "upsample3d_grad.tools.cli")
+
+
+@pytest.mark.parametrize("after", IMPORT_POINTS)
+def test_ctrl_c_during_the_imports(tmp_path: Path, after: str) -> None:
+    # the console script's entry point (upsample3d_grad_cli:main), as pip's wrapper calls it
+    env = os.environ.copy()
+    env.update({"ACL_BINDINGS_BACKEND": "sim", "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    code = "import sys\nfrom upsample3d_grad_cli import main\nsys.exit(main())"
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-c", code, "doctor", "--no-run"], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("import time:") and line.split("|")[-1].strip() == after:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert seen[-1].split("|")[-1].strip() == after, "the import point was never reached"
+    lines = [x for x in "".join([*seen, err]).splitlines() if not x.startswith("import time:")]
+    _assert_interrupted(proc.returncode, "\n".join(lines), "doctor")
+    assert "verdict" not in out  # it stopped
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.3])
+def test_ctrl_c_while_the_children_start(tmp_path: Path, delay_s: float) -> None:
+    out = tmp_path / "partial.json"
+    rc, stdout, err = _interrupt(["smoke", "--devices", "all", "--json", str(out)], tmp_path,
+                                 r"one process each", env={"CANN_SIM_DEVICE_COUNT": "3"}, delay_s=delay_s)
+    _assert_interrupted(rc, err, "smoke")
+    assert "Traceback" not in stdout and "KeyboardInterrupt" not in stdout, stdout
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, schema("smoke_schema.json"))
+    assert data["interrupted"] is True and data["summary"]["ok"] is False
 
 
 def test_ctrl_c_smoke_writes_the_partial_report(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
     rc, stdout, err = _interrupt(["smoke", "--json", str(out)], tmp_path, r"^\[\s*3/")
-    _assert_interrupted(rc, err)
+    _assert_interrupted(rc, err, "smoke")
     data = json.loads(out.read_text())
     jsonschema.validate(data, schema("smoke_schema.json"))
     assert data["interrupted"] is True and data["summary"]["ok"] is False
@@ -302,7 +359,7 @@ def test_ctrl_c_smoke_all_devices_ends_the_children(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
     rc, stdout, err = _interrupt(["smoke", "--devices", "all", "--json", str(out)], tmp_path,
                                  r"^\[device 1\] \[\s*2/")
-    _assert_interrupted(rc, err)
+    _assert_interrupted(rc, err, "smoke")
     pids = [int(p) for p in re.search(r"one process each \(pids ([\d, ]+)\)", stdout).group(1).split(", ")]
     assert len(pids) == 2
     for pid in pids:
@@ -317,7 +374,7 @@ def test_ctrl_c_bench(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     rc, _, err = _interrupt(["bench", "--repeat", "500", "--warmup", "0", "--input-size", "1,1,2,2,2", "--json",
                              str(out)], tmp_path, r"bench: backend", env={"CANN_SIM_DELAY_MS": "50"})
-    _assert_interrupted(rc, err)
+    _assert_interrupted(rc, err, "bench")
     data = json.loads(out.read_text())
     assert data["interrupted"] is True and len(data["device_ms"]) < 500
 
@@ -327,8 +384,31 @@ def test_ctrl_c_doctor_and_run(tmp_path: Path, args: list[str]) -> None:
     out = tmp_path / "d.json"
     extra = ["--json", str(out)] if args == ["doctor"] else []
     rc, _, err = _interrupt([*args, *extra], tmp_path, r"backend sim", env={"CANN_SIM_DELAY_MS": "3000"})
-    _assert_interrupted(rc, err)
+    _assert_interrupted(rc, err, args[0])
     if extra:
         data = json.loads(out.read_text())
         jsonschema.validate(data, schema("doctor_schema.json"))
         assert data["interrupted"] is True and data["healthy"] is False
+
+
+# --------------------------------------------------------------------------- one grammar on the simulator
+
+@pytest.mark.parametrize("argv", [["run", "--device", "99"], ["doctor", "--device", "99"],
+                                  ["bench", "--device", "99", "--input-size", "1,1,2,2,2"],
+                                  ["smoke", "--devices", "99"], ["smoke", "--devices", "-1,0"]])
+def test_a_missing_device_is_a_usage_error_everywhere(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    rc = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"upsample3d-grad {argv[0]}: error: --device"), err
+    assert "out of range" in lines[0] and "result[" not in out
+
+
+@pytest.mark.parametrize("args", [["run"], ["bench", "--repeat", "1", "--warmup", "0", "--input-size", "1,1,2,2,2"]])
+def test_a_failed_call_is_one_line_naming_the_subcommand(tmp_path: Path, args: list[str]) -> None:
+    proc = run([*CLI, *args], tmp_path, env={"CANN_SIM_FAULT": "aclnnUpsampleNearestExact3dBackward:1:561103"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"upsample3d-grad {args[0]}: error: FAILED: "), proc.stderr
+    assert "561103" in lines[0]

@@ -47,7 +47,7 @@ def test_wheel_with_the_simulator_is_a_platform_wheel(tmp_path: Path) -> None:
             "upsample3d_grad/tools/__init__.py", "upsample3d_grad/tools/cli.py"} <= set(names)  # the subpackages
     with zipfile.ZipFile(wheel) as zf:
         scripts = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert "upsample3d-grad = upsample3d_grad.tools.cli:main" in scripts
+    assert "upsample3d-grad = upsample3d_grad_cli:main" in scripts and "upsample3d_grad_cli.py" in names
 
 
 @pytest.mark.slow
@@ -60,6 +60,8 @@ def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
                            str(src)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "simulator was not built" in line]
+    assert len(said) == 1 and "no C compiler found" in said[0] and "install a C compiler" in said[0], said
     wheel = next((tmp_path / "dist").glob("*.whl"))
     assert wheel.name.endswith("-py3-none-any.whl"), wheel.name  # no binaries: a pure wheel
     with zipfile.ZipFile(wheel) as zf:
@@ -77,3 +79,28 @@ def test_wheel_builds_without_a_compiler(tmp_path: Path) -> None:
                           cwd=str(tmp_path), timeout=60)
     assert proc.returncode == 3  # no library loads: the CLI's exit code
     assert "simulator is unavailable" in proc.stdout and "Install a C compiler" in proc.stdout
+
+
+def test_run_without_a_compiler_says_the_fix_in_a_few_lines(tmp_path: Path) -> None:
+    from acl_bindings.sim import build as sim_build
+
+    site = tmp_path / "site"
+    for rel in ("acl_bindings", "upsample3d_grad"):
+        for path in (REPO / rel).rglob("*"):
+            if path.is_file() and "lib64" not in path.parts and "__pycache__" not in path.parts:
+                dest = site / path.relative_to(REPO)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(path.read_bytes())
+    (site / "upsample3d_grad_cli.py").write_bytes((REPO / "upsample3d_grad_cli.py").read_bytes())
+    result = sim_build.build(site / "acl_bindings" / "sim", cc=str(tmp_path / "no-such-cc"), check=False)
+    assert not result["ok"] and (site / "acl_bindings" / "sim" / "BUILD_ERROR.txt").is_file()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_", "ACL_BINDINGS_", "LD_LIBRARY"))}
+    env.update(PYTHONPATH=str(site))
+    proc = subprocess.run([sys.executable, "-m", "upsample3d_grad_cli", "run"], capture_output=True, text=True,
+                          env=env, cwd=str(tmp_path), timeout=60)
+    lines = (proc.stdout + proc.stderr).splitlines()
+    assert proc.returncode == 3 and 1 <= len(lines) <= 5, lines
+    assert lines[0] == "upsample3d-grad run: backend auto - not available: no usable library was found", lines
+    text = "\n".join(lines)
+    assert "the CPU simulator is not built: no C compiler found" in text
+    assert "install a C compiler" in text and "python -m acl_bindings.sim.build --force" in text

@@ -218,3 +218,20 @@ def test_bench_data_is_built_in_the_target_dtype(dtype: np.dtype) -> None:
     assert data.dtype == dtype and data.shape == (3, (1 << 20) + 5)
     assert np.isfinite(data.astype(np.float32)).all() and float(data.astype(np.float32).std()) > 0.5
     assert np.array_equal(data, cli_bench._random_data((3, (1 << 20) + 5), dtype))  # seeded
+
+
+def test_compare_labels_reports_collected_per_host_folder() -> None:
+    a = _report("same", [("c1", "pass", None)])
+    doc = compare.compare_reports([a, copy.deepcopy(a), copy.deepcopy(a)],
+                                  ["c/h1/smoke.json", "c/h2/smoke.json", "c/h2/other.json"])
+    assert [r["label"] for r in doc["reports"]] == ["h1/smoke", "h2/smoke", "other"]  # as pslurp lays them out
+
+
+def test_compare_leaves_a_report_without_cases_out_of_the_case_comparison() -> None:
+    a = _report("n1", [("c1", "pass", "sha256:1")])
+    b = _report("n2", [("c1", "pass", "sha256:1")])
+    refused = _report("n3", [])  # no library, or a refused fallback: no case ran
+    doc = compare.compare_reports([a, b, refused], ["a", "b", "c"])
+    c1 = doc["cases"][0]
+    assert c1["bitwise"] == "identical" and c1["absent"] == 0
+    assert doc["ok"] is False and [r["ok"] for r in doc["reports"]] == [True, True, False]

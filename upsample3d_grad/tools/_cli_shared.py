@@ -10,7 +10,14 @@ import time
 import warnings
 from typing import Any, NoReturn, TextIO
 
-from acl_bindings import BackendFallbackWarning, LibraryNotFoundError, load_backend
+from acl_bindings import (
+    AclError,
+    BackendFallbackWarning,
+    LibraryNotFoundError,
+    SimulatorUnavailableError,
+    device_count,
+    load_backend,
+)
 
 from . import _jsonout
 
@@ -30,23 +37,59 @@ def _header(command: str, backend: Any) -> str:
     return f"{PROG} {command}: backend cann - real CANN ({backend.runtime.path})"
 
 
-def _load(command: str) -> Any:
-    """Load the backend and print the header line; on failure print why and how to fix it, return None."""
+def _error(command: str, message: str) -> None:
+    """Print one error line, ``upsample3d-grad <command>: error: <message>``, on standard error."""
+    print(f"{PROG} {command}: error: {message}", file=sys.stderr, flush=True)
+
+
+def _simulator_missing(message: str) -> str:
+    """One line from the loader's SimulatorUnavailableError: why no CANN, and what failed in the build."""
+    first = message.splitlines()[0] if message else ""
+    head, sep, _ = first.partition(" the CPU simulator is unavailable")
+    what = next((line[len("What failed: "):] for line in message.splitlines() if line.startswith("What failed: ")),
+                "")
+    if not sep:
+        return first
+    return f"{head} the CPU simulator is not built" + (f": {what}" if what else "")
+
+
+def _fallback_line(command: str, backend: Any) -> str:
+    """The first line of a command refused because a present CANN did not load (the simulator stood in)."""
+    return (f"{PROG} {command}: error: {backend.fallback}, so this run would test the simulator, not CANN: fix "
+            "CANN (see 'upsample3d-grad doctor'), or ask for the simulator with --backend sim")
+
+
+def _load(command: str, refuse_fallback: bool = True) -> Any:
+    """Load the backend and print the header line; on failure print why and how to fix it, return None.
+
+    A CANN install that is present but did not load (the loader fell back to the simulator) is a failure too,
+    unless the simulator was asked for: the first line says why and None is returned (with *refuse_fallback*;
+    ``doctor`` goes on, to diagnose).
+    """
     requested = os.environ.get("ACL_BINDINGS_BACKEND", "auto") or "auto"
     try:
         with warnings.catch_warnings():  # the fallback notice is printed as the first line instead
             warnings.simplefilter("ignore", BackendFallbackWarning)
             backend = load_backend()
+    except SimulatorUnavailableError as exc:  # no usable CANN, and no compiler built the simulator
+        print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
+        _error(command, _simulator_missing(str(exc)))
+        print("fix: install a C compiler (gcc or clang) and run `python -m acl_bindings.sim.build --force` (or "
+              "reinstall), or source CANN's set_env.sh to use real CANN; `python -m acl_bindings` says where it "
+              "looked", file=sys.stderr)
+        return None
     except LibraryNotFoundError as exc:
         print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
         print(str(exc), file=sys.stderr)
         return None
     except ValueError as exc:  # a bad ACL_BINDINGS_BACKEND value
         print(f"{PROG} {command}: backend {requested!r} - not available", flush=True)
-        print(f"error: {exc}", file=sys.stderr)
+        _error(command, str(exc))
         return None
     if backend.fallback:  # a CANN install is present but did not load: never a silent simulator
-        print(backend.fallback, flush=True)
+        print(_fallback_line(command, backend), flush=True)
+        if refuse_fallback:
+            return None
     print(_header(command, backend), flush=True)
     return backend
 
@@ -55,7 +98,7 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line naming the (sub)command's own help."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {_clean(message)} (see '{self.prog} --help')\n")
 
 
 class _Run:
@@ -65,6 +108,7 @@ class _Run:
         self.report: dict[str, Any] | None = None
         self.json_stdout: TextIO = sys.stdout
         self.sigint = False
+        self.command = ""
 
     def on_sigint(self, signum: int, frame: Any) -> None:
         """SIGINT: remembered (so that one swallowed by third-party code still counts), then KeyboardInterrupt."""
@@ -75,12 +119,17 @@ class _Run:
 _RUN = _Run()
 
 
+def _clean(text: str) -> str:
+    """*text* for the terminal: control characters (ANSI escapes, newlines, bidi overrides) shown as escapes."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+
+
 def _write_json(path: str, data: Any) -> bool:
     """Write the report (``-``: the real standard output); on failure print why and return False."""
     try:
         _jsonout.write_json(path, data, stdout=_RUN.json_stdout)
     except (OSError, ValueError) as exc:
-        print(f"error: cannot write the report to {path}: {exc}", file=sys.stderr)
+        _error(_RUN.command, f"cannot write the report to {_clean(path)}: {exc}")
         return False
     if path != _jsonout.STDOUT:
         print(f"report: {path}")
@@ -111,6 +160,21 @@ def _size(n: int) -> str:
             return f"{n / scale:.2f} {unit}"
     return f"{n} B"
 
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    return " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def _check_device(args: argparse.Namespace) -> None:
+    """``--device`` out of range (the backend is loaded): a usage error, as ``smoke --devices``."""
+    try:
+        count = device_count()
+    except AclError:
+        return  # the call that follows says what is wrong
+    if not 0 <= args.device < count:
+        args.parser.error(f"--device: device id {args.device} out of range: {count} device(s) visible")
 
 
 def _no_library_reason() -> str:

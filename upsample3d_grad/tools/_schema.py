@@ -75,44 +75,56 @@ def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
-def _check(value: Any, schema: Any, path: str, root: dict[str, Any], out: list[str]) -> None:
+def _path(where: Any) -> str:
+    """``$.a.b[3]`` from the chain ``((("$", "a"), "b"), 3)`` (built only for a message)."""
+    parts = []
+    while isinstance(where, tuple):
+        where, key = where
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return str(where) + "".join(reversed(parts))
+
+
+def _check(value: Any, schema: Any, where: Any, root: dict[str, Any], out: list[str], known: set[int]) -> None:
     if schema is True:
         return
     if schema is False:
-        out.append(f"{path}: no value is allowed here")
+        out.append(f"{_path(where)}: no value is allowed here")
         return
-    if not isinstance(schema, dict):
-        raise SchemaError(f"{path}: a schema must be an object or a boolean, got {type(schema).__name__}")
-    unknown = set(schema) - _KEYWORDS
-    if unknown:
-        raise SchemaError(f"{path}: unsupported schema keyword(s) {sorted(unknown)}")
+    if id(schema) not in known:  # each sub-schema's keywords are checked once per document
+        if not isinstance(schema, dict):
+            raise SchemaError(f"{_path(where)}: a schema must be an object or a boolean, got {type(schema).__name__}")
+        unknown = set(schema) - _KEYWORDS
+        if unknown:
+            raise SchemaError(f"{_path(where)}: unsupported schema keyword(s) {sorted(unknown)}")
+        known.add(id(schema))
     if "$ref" in schema:
-        _check(value, _resolve(schema["$ref"], root), path, root, out)
+        _check(value, _resolve(schema["$ref"], root), where, root, out, known)
     if "type" in schema:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(_is_type(value, n) for n in names):
-            out.append(f"{path}: expected {' or '.join(names)}, got {type(value).__name__} {value!r:.80}")
+        if not (_is_type(value, names[0]) or any(_is_type(value, n) for n in names[1:])):
+            out.append(f"{_path(where)}: expected {' or '.join(names)}, got {type(value).__name__} {value!r:.80}")
             return  # the other keywords would only repeat the problem
     if "enum" in schema and value not in schema["enum"]:
-        out.append(f"{path}: {value!r:.80} is not one of {schema['enum']}")
+        out.append(f"{_path(where)}: {value!r:.80} is not one of {schema['enum']}")
     if "minimum" in schema and _is_type(value, "number") and value < schema["minimum"]:
-        out.append(f"{path}: {value!r} is less than the minimum {schema['minimum']}")
+        out.append(f"{_path(where)}: {value!r} is less than the minimum {schema['minimum']}")
     if isinstance(value, dict):
         props = schema.get("properties", {})
         for name in schema.get("required", []):
             if name not in value:
-                out.append(f"{path}: missing required property {name!r}")
+                out.append(f"{_path(where)}: missing required property {name!r}")
         extra = schema.get("additionalProperties", True)
         for name, item in value.items():
             if name in props:
-                _check(item, props[name], f"{path}.{name}", root, out)
+                _check(item, props[name], (where, name), root, out, known)
             elif extra is False:
-                out.append(f"{path}: unexpected property {name!r}")
+                out.append(f"{_path(where)}: unexpected property {name!r}")
             elif extra is not True:
-                _check(item, extra, f"{path}.{name}", root, out)
+                _check(item, extra, (where, name), root, out, known)
     if isinstance(value, list) and "items" in schema:
+        items = schema["items"]
         for k, item in enumerate(value):
-            _check(item, schema["items"], f"{path}[{k}]", root, out)
+            _check(item, items, (where, k), root, out, known)
 
 
 def errors(instance: Any, schema: dict[str, Any]) -> list[str]:
@@ -124,7 +136,7 @@ def errors(instance: Any, schema: dict[str, Any]) -> list[str]:
         If *schema* uses a keyword outside the supported subset.
     """
     out: list[str] = []
-    _check(instance, schema, "$", schema, out)
+    _check(instance, schema, "$", schema, out, set())
     return out
 
 

@@ -19,18 +19,23 @@ Subcommands:
     (:mod:`upsample3d_grad.tools.compare`).
 
 Every command takes ``-v/--verbose`` (log every C call with its arguments on
-standard error).  ``--json PATH`` writes a report (``-``: standard output, the
-human-readable lines then go to standard error); the path is checked before the run.
-Ctrl-C prints ``interrupted``, writes the partial report (marked ``"interrupted":
-true``), ends the per-device processes and exits 130.
+standard error) and ``--backend auto|cann|sim`` (as ``ACL_BINDINGS_BACKEND``).
+``--json PATH`` writes a report (``-``: standard output, the human-readable lines
+then go to standard error; ``{host}``, ``{rank}``, ``{time}`` in PATH are replaced);
+the path is checked before the run.  Ctrl-C prints ``upsample3d-grad <command>:
+interrupted``, writes the partial report (marked ``"interrupted": true``), ends the
+per-device processes and exits 130.
 
 The first line of every command that loads a library names the backend: real CANN or
-the CPU simulator.
+the CPU simulator.  A CANN install that is present but does not load is an error
+(the first line says why; ``doctor`` goes on to diagnose it), unless the simulator
+was asked for.  Every error line starts with ``upsample3d-grad <command>:``.
 
 Exit codes: 0 success / healthy; 1 a failure (wrong result, failed case, unhealthy
-setup, a case that passes in one compared report and fails in another); 2 usage
-error, or ``smoke --require-npu`` with only the simulator; 3 no library could be
-loaded (the message says how to fix it); 130 interrupted (Ctrl-C).
+setup, a compared report that is not ok, a case that passes in one compared report
+and fails in another); 2 usage error, or ``smoke --require-npu`` with only the
+simulator; 3 no library could be loaded, or a present CANN did not load (the
+message says how to fix it); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -67,14 +72,40 @@ __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_N
 
 
 
-def _ints(text: str, n: int, what: str) -> tuple[int, ...]:
+def _ints(text: str, n: int) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.replace("x", ",").split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{what}: expected {n} comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {n} comma-separated integers, got {text!r}") from None
     if len(values) != n:
-        raise argparse.ArgumentTypeError(f"{what}: expected {n} comma-separated integers, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {n} comma-separated integers, got {text!r}")
+    negative = [v for v in values if v < 0]
+    if negative:
+        raise argparse.ArgumentTypeError(f"sizes are >= 0, got {negative[0]} in {text!r}")
     return values
+
+
+def _join_negative_values(parser: argparse.ArgumentParser, raw: list[str]) -> list[str]:
+    """``--opt -1,2`` as ``--opt=-1,2``: argparse takes a value that starts with ``-`` (and is not one plain
+    number) for an option, so a list with a negative first number would not reach its range check."""
+    takes_value = {opt for action in _all_actions(parser) if action.nargs is None and action.option_strings
+                   for opt in action.option_strings}
+    out: list[str] = []
+    for tok in raw:
+        if out and out[-1] in takes_value and len(tok) > 1 and tok[0] == "-" and (tok[1].isdigit() or tok[1] == "."):
+            out[-1] = f"{out[-1]}={tok}"
+        else:
+            out.append(tok)
+    return out
+
+
+def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    actions = list(parser._actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                actions.extend(sub._actions)
+    return actions
 
 
 # --------------------------------------------------------------------------- parser
@@ -106,19 +137,23 @@ def _scale(text: str) -> float:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    if len(args.reports) < 2:
-        args.parser.error(f"compare needs at least two reports, got {len(args.reports)}")
     try:
-        reports = [compare.load_report(path) for path in args.reports]
+        paths = compare.expand_paths(args.reports)
+    except ValueError as exc:
+        args.parser.error(str(exc))
+    if len(paths) < 2:
+        args.parser.error(f"compare needs at least two reports, got {len(paths)}")
+    try:
+        reports = [compare.load_report(path) for path in paths]
     except (OSError, ValueError) as exc:
         args.parser.error(str(exc))
-    doc = compare.compare_reports(reports, args.reports)
-    if args.json:
-        _jsonout.write_json(_jsonout.STDOUT, doc)
-    elif args.markdown:
+    doc = compare.compare_reports(reports, paths)
+    if args.markdown:
         sys.stdout.write(compare.render_markdown(doc))
     else:
         sys.stdout.write(compare.render_text(doc))
+    if args.json and not _write_json(args.json, doc):
+        return EXIT_FAIL
     return EXIT_OK if doc["ok"] else EXIT_FAIL
 
 
@@ -137,18 +172,22 @@ def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true",
                         help="log every C call with its arguments and result on standard error")
+    common.add_argument("--backend", choices=("auto", "cann", "sim"), default=None,
+                        help="as ACL_BINDINGS_BACKEND: auto (real CANN if it is there, else the simulator; a CANN "
+                             "that is there but does not load is an error), cann, or sim (the CPU simulator)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    json_help = "write the report as JSON to FILE (- for standard output; schema: upsample3d_grad/tools/{})"
+    json_help = ("write the report as JSON to FILE (- for standard output; {{host}}, {{rank}} and {{time}} in FILE are "
+                 "replaced: see docs/fleet.md; schema: upsample3d_grad/tools/{})")
 
     p = sub.add_parser("doctor", parents=[common],
                        help="check the setup: backend, libraries, CANN and driver versions, SoC, devices, operator")
-    p.add_argument("--device", type=int, default=0, help="device for the sample run (default 0)")
+    p.add_argument("--device", type=_int_at_least(0), default=0, help="device for the sample run (default 0)")
     p.add_argument("--no-run", action="store_true", help="do not run the official sample")
     p.add_argument("--json", metavar="FILE", type=_json_path, help=json_help.format("doctor_schema.json"))
     p.set_defaults(func=_doctor, parser=p)
 
     p = sub.add_parser("run", parents=[common], help="run the official sample case and print the four results")
-    p.add_argument("--device", type=int, default=0, help="device id (default 0)")
+    p.add_argument("--device", type=_int_at_least(0), default=0, help="device id (default 0)")
     p.set_defaults(func=_run, parser=p)
 
     p = sub.add_parser("smoke", parents=[common], help="run the smoke matrix against the numpy reference")
@@ -162,27 +201,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_smoke, parser=p)
 
     p = sub.add_parser("bench", parents=[common], help="device time (events), host overhead per call, effective GB/s")
-    p.add_argument("--device", type=int, default=0)
-    p.add_argument("--input-size", type=lambda t: _ints(t, 5, "--input-size"), default=(2, 16, 16, 32, 32),
+    p.add_argument("--device", type=_int_at_least(0), default=0, help="device id (default 0)")
+    p.add_argument("--input-size", type=lambda t: _ints(t, 5), default=(2, 16, 16, 32, 32),
                    metavar="N,C,D,H,W", help="gradInput size (default 2,16,16,32,32)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--scale", type=_scale, default=2.0,
                    help="forward scale for D, H and W, passed to the operator: 0 < scale <= 50 (default 2)")
-    g.add_argument("--output-size", type=lambda t: _ints(t, 3, "--output-size"), default=None,
+    g.add_argument("--output-size", type=lambda t: _ints(t, 3), default=None,
                    metavar="D,H,W", help="gradOut spatial size instead of --scale (scales not passed)")
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     p.add_argument("--layout", choices=("NCDHW", "NDHWC"), default="NCDHW")
     p.add_argument("--repeat", type=_int_at_least(1), default=20, help="timed runs, >= 1 (default 20)")
     p.add_argument("--warmup", type=_int_at_least(0), default=3, help="untimed runs first, >= 0 (default 3)")
-    p.add_argument("--json", metavar="FILE", type=_json_path, help="also write the figures as JSON (- for stdout)")
+    p.add_argument("--json", metavar="FILE", type=_json_path,
+                   help="also write the figures as JSON (- for stdout; {host}, {rank}, {time} are replaced)")
     p.set_defaults(func=_bench, parser=p)
 
     p = sub.add_parser("compare", parents=[common],
-                       help="compare smoke reports of several machines or CANN versions in one table")
-    p.add_argument("reports", nargs="+", metavar="REPORT.json", help="smoke reports (smoke --json), two or more")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--markdown", action="store_true", help="write Markdown tables instead of text")
-    fmt.add_argument("--json", action="store_true", help="write the comparison as JSON instead of text")
+                       help="compare smoke reports of several machines or CANN versions; a fleet (more than "
+                            f"{compare.TABLE_MAX_REPORTS} reports) is summarised by group")
+    p.add_argument("reports", nargs="+", metavar="REPORT",
+                   help="smoke reports (smoke --json), two or more: files, folders (their *.json) or glob patterns")
+    p.add_argument("--markdown", action="store_true", help="write Markdown instead of text")
+    p.add_argument("--json", metavar="FILE", type=_json_path,
+                   help="also write the comparison as JSON to FILE (- for standard output)")
     p.set_defaults(func=_compare, parser=p)
     return parser
 
@@ -197,9 +239,10 @@ def _verbose() -> None:
     log.setLevel(logging.DEBUG)
 
 
-def _interrupted(args: argparse.Namespace) -> None:
-    """Ctrl-C: one ``interrupted`` line; the partial report, marked, where ``--json`` asks for one."""
-    print("interrupted", file=sys.stderr, flush=True)
+def _interrupted(args: argparse.Namespace | None) -> None:
+    """Ctrl-C: one ``... interrupted`` line; the partial report, marked, where ``--json`` asks for one."""
+    print(f"{PROG} {_RUN.command}: interrupted" if _RUN.command else f"{PROG}: interrupted",
+          file=sys.stderr, flush=True)
     report = _RUN.report
     path = getattr(args, "json", None)
     if report is None or not isinstance(path, str):
@@ -213,38 +256,71 @@ def _interrupted(args: argparse.Namespace) -> None:
     _write_json(path, report)
 
 
+def _expand_json_path(args: argparse.Namespace) -> None:
+    """``--json`` with ``{host}``, ``{rank}``, ``{time}``: replaced, so that one command line serves a fleet."""
+    path = getattr(args, "json", None)
+    if not isinstance(path, str) or path == _jsonout.STDOUT:
+        return
+    try:
+        args.json = hostinfo.expand_template(path, args.started_utc)
+    except ValueError as exc:
+        args.parser.error(f"--json: {exc}")
+
+
+def _command_of(raw: Sequence[str]) -> str:
+    """The subcommand named in *raw* (before the parser has run), or ''."""
+    return next((tok for tok in raw if tok in COMMANDS), "")
+
+
+#: The subcommands.
+COMMANDS = ("doctor", "run", "smoke", "bench", "compare")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     raw = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    args = parser.parse_args(raw)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return EXIT_USAGE
-    args.argv = [PROG, *raw]
-    args.started_utc = hostinfo.utc_now()
-    path = getattr(args, "json", None)
-    if isinstance(path, str):  # a report path (compare's --json is a flag): check it before the run
-        problem = _jsonout.check_target(path)
-        if problem:
-            args.parser.error(problem)
-    if args.verbose:
-        _verbose()
     _RUN.report = None
     _RUN.json_stdout = sys.stdout
     _RUN.sigint = False
+    _RUN.command = _command_of(raw)
+    args: argparse.Namespace | None = None
     saved = sys.stdout
     handler = None
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         handler = signal.signal(signal.SIGINT, _RUN.on_sigint)
-    if path == _jsonout.STDOUT:
-        sys.stdout = sys.stderr  # the report owns standard output; the human-readable lines go to stderr
     try:
+        parser = build_parser()
+        raw = _join_negative_values(parser, raw)
+        args, extra = parser.parse_known_args(raw)
+        if not getattr(args, "command", None):
+            if extra:
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            parser.print_help()
+            return EXIT_USAGE
+        _RUN.command = args.command
+        if extra:
+            args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.argv = [PROG, *raw]
+        args.started_utc = hostinfo.utc_now()
+        _expand_json_path(args)
+        path = getattr(args, "json", None)
+        if isinstance(path, str):  # check the report's path before the run
+            problem = _jsonout.check_target(path)
+            if problem:
+                args.parser.error(problem)
+        if args.backend:
+            os.environ["ACL_BINDINGS_BACKEND"] = args.backend  # read when the backend loads (children inherit it)
+        if args.verbose:
+            _verbose()
+        if path == _jsonout.STDOUT:
+            sys.stdout = sys.stderr  # the report owns standard output; the human-readable lines go to stderr
         rc = int(args.func(args))
         if _RUN.sigint:  # interrupted, but the KeyboardInterrupt was swallowed on the way
             raise KeyboardInterrupt
         return rc
+    except SystemExit as exc:  # a usage error (already printed), --help, --version
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
         _interrupted(args)
         return EXIT_INTERRUPTED

@@ -15,7 +15,19 @@ from acl_bindings import AclError, Device
 from .. import checks
 from ..session import Session
 from . import smoke
-from ._cli_shared import _RUN, EXIT_FAIL, EXIT_NO_LIBRARY, EXIT_OK, _load, _Progress, _size, _write_json
+from ._cli_shared import (
+    _RUN,
+    EXIT_FAIL,
+    EXIT_NO_LIBRARY,
+    EXIT_OK,
+    _check_device,
+    _error,
+    _load,
+    _one_line,
+    _Progress,
+    _size,
+    _write_json,
+)
 
 
 def _bench_geometry(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, int, int],
@@ -77,6 +89,7 @@ def _bench(args: argparse.Namespace) -> int:
     if backend is None:
         return EXIT_NO_LIBRARY
     partial["backend"] = backend.kind
+    _check_device(args)
 
     dtype = smoke.DTYPES[args.dtype]
     read_bytes = math.prod(go_shape) * dtype.itemsize
@@ -85,7 +98,7 @@ def _bench(args: argparse.Namespace) -> int:
         with Device(args.device) as dev:
             free, total = dev.mem_info()
     except AclError as exc:
-        print(f"FAILED: {exc}")
+        _error("bench", f"FAILED: {_one_line(exc)}")
         return EXIT_FAIL
     if read_bytes + write_bytes > free:
         args.parser.error(f"the case needs {_size(read_bytes + write_bytes)} of device memory (gradOut + gradInput) "
@@ -117,7 +130,7 @@ def _bench(args: argparse.Namespace) -> int:
                 progress.tick(args.warmup + args.repeat + k + 1, total_runs)
             s.synchronize()
     except AclError as exc:
-        print(f"FAILED: {exc}")
+        _error("bench", f"FAILED: {_one_line(exc)}")
         return EXIT_FAIL
     t_min, t_med = min(times), statistics.median(times)
     h_min, h_med = min(host_us), statistics.median(host_us)

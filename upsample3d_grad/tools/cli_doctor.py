@@ -17,9 +17,12 @@ from ._cli_shared import (
     EXIT_NO_LIBRARY,
     EXIT_OK,
     PROG,
+    _check_device,
+    _error,
     _gib,
     _load,
     _no_library_reason,
+    _one_line,
     _requested_backend,
     _write_json,
 )
@@ -47,7 +50,7 @@ def _doctor(args: argparse.Namespace) -> int:
     _RUN.report = _doctor_report(args, smoke.unavailable_environment("interrupted before the facts were read",
                                                                      _requested_backend()), [],
                                  ["interrupted"], {"ran": False})
-    backend = _load("doctor")
+    backend = _load("doctor", refuse_fallback=False)  # a fallback is reported as a problem below
     if backend is None:
         if args.json:
             reason = _no_library_reason()
@@ -55,11 +58,13 @@ def _doctor(args: argparse.Namespace) -> int:
                                                   [], [f"no library could be loaded: {reason}"], {"ran": False}))
         return EXIT_NO_LIBRARY
 
+    if not args.no_run:
+        _check_device(args)
     problems: list[str] = [backend.fallback] if backend.fallback else []
     try:
         env, devices = smoke.environment_and_devices()
     except AclError as exc:
-        print(f"error: the runtime failed while gathering facts: {exc}")
+        _error("doctor", f"the runtime failed while gathering facts: {_one_line(exc)}")
         return EXIT_FAIL
     _RUN.report = _doctor_report(args, env, devices, ["interrupted"], {"ran": False})
     print(f"host:           {env['hostname']} at {args.started_utc}")
@@ -137,7 +142,7 @@ def _run(args: argparse.Namespace) -> int:
     backend = _load("run")
     if backend is None:
         return EXIT_NO_LIBRARY
-
+    _check_device(args)
     print("official sample (cann-abi.md §5.6): gradOut [2,2,2,2,2] = 1..32 (float32, NCDHW), "
           "outputSize [2,2,2], inputSize [2,2,1,1,1], scales 0")
     try:
@@ -145,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
             out = s.backward(_sample_input(), SAMPLE_OUTPUT_SIZE, SAMPLE_INPUT_SIZE)
             print(f"device {args.device}, workspace {s.last_workspace_size} bytes")
     except AclError as exc:
-        print(f"FAILED: {exc}")
+        _error("run", f"FAILED: {_one_line(exc)}")
         return EXIT_FAIL
     assert isinstance(out, np.ndarray)
     values = out.ravel().tolist()
@@ -154,5 +159,5 @@ def _run(args: argparse.Namespace) -> int:
     if values == SAMPLE_EXPECTED:
         print(f"OK: matches the expected {[int(v) for v in SAMPLE_EXPECTED]}")
         return EXIT_OK
-    print(f"WRONG: expected {[int(v) for v in SAMPLE_EXPECTED]}, got {values}")
+    _error("run", f"WRONG: expected {[int(v) for v in SAMPLE_EXPECTED]}, got {values}")
     return EXIT_FAIL

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Sequence
 
-from acl_bindings import AclError, device_count
+from acl_bindings import AclError, device_count, loaded_backend
 
 from . import smoke
 from ._cli_shared import (
@@ -22,9 +22,11 @@ from ._cli_shared import (
     EXIT_NO_LIBRARY,
     EXIT_OK,
     EXIT_USAGE,
+    _error,
     _gib,
     _load,
     _no_library_reason,
+    _one_line,
     _requested_backend,
     _write_json,
 )
@@ -72,30 +74,37 @@ def _parse_devices(text: str, count: int) -> list[int]:
 
 
 def _smoke(args: argparse.Namespace) -> int:
+    # what a Ctrl-C before the facts are read writes
+    _RUN.report = smoke.new_report(smoke.unavailable_environment("interrupted before the facts were read",
+                                                                 _requested_backend()),
+                                   args.quick, args.argv, plans=not args.no_plans)
     backend = _load("smoke")
     if backend is None:
         if args.json:
-            reason = _no_library_reason()
-            report = smoke.new_report(smoke.unavailable_environment(reason, _requested_backend()), args.quick,
-                                      args.argv, plans=not args.no_plans)
+            fell_back = loaded_backend()
+            if fell_back is not None:  # CANN is present but did not load: the facts, and no case run
+                env = smoke.environment()
+                env["error"] = f"refused: {fell_back.fallback}"
+            else:
+                env = smoke.unavailable_environment(_no_library_reason(), _requested_backend())
+            report = smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans)
             _write_json(args.json, report)
         return EXIT_NO_LIBRARY
     if args.require_npu and backend.is_simulator:
-        print("--require-npu: only the CPU simulator is available, so no NPU can be tested. "
-              "Source CANN's set_env.sh before starting Python, or drop --require-npu.", file=sys.stderr)
+        _error("smoke", "--require-npu: only the CPU simulator is available, so no NPU can be tested. "
+                        "Source CANN's set_env.sh before starting Python, or drop --require-npu.")
         return EXIT_USAGE
 
     try:
         count = device_count()
         devices = _parse_devices(args.devices, count)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        args.parser.error(str(exc))
     except AclError as exc:
-        print(f"error: cannot count devices: {exc}", file=sys.stderr)
+        _error("smoke", f"cannot count devices: {_one_line(exc)}")
         return EXIT_FAIL
     if not devices:
-        print("error: no device is visible", file=sys.stderr)
+        _error("smoke", "no device is visible")
         return EXIT_FAIL
     argv = list(args.argv)
     if args.devices == "all" or len(devices) > 1:
@@ -145,7 +154,8 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
         try:
             for dev in devices:
                 path = os.path.join(tmp, f"device{dev}.json")
-                cmd = [sys.executable, "-m", "upsample3d_grad", "smoke", "--devices", str(dev), "--json", path]
+                # the launcher: a SIGINT while the child still imports ends it with one line, not a traceback
+                cmd = [sys.executable, "-m", "upsample3d_grad_cli", "smoke", "--devices", str(dev), "--json", path]
                 cmd += [flag for flag, on in (("--quick", args.quick), ("--no-plans", args.no_plans),
                                               ("--verbose", args.verbose)) if on]
                 # a session of its own: a terminal's Ctrl-C reaches the parent only, which stops each child once
@@ -158,7 +168,7 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
             def pump(dev: int, proc: subprocess.Popen[str]) -> None:
                 assert proc.stdout is not None
                 for line in proc.stdout:
-                    if line.startswith("report: ") or line.strip() == "interrupted":
+                    if line.startswith("report: ") or line.rstrip().endswith(": interrupted"):
                         continue  # the child's report is a temporary file, merged below; one interrupted line
                     with lock:
                         print(f"[device {dev}] {line.rstrip()}", flush=True)
@@ -179,12 +189,12 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
         reports, failed_children = _read_child_reports(children)
     if not reports:
         for line in failed_children:
-            print(f"error: {line}", file=sys.stderr)
+            _error("smoke", line)
         return EXIT_FAIL
     merged = smoke.merge_reports(reports, argv)
     for line in failed_children:
         merged["summary"]["ok"] = False
-        print(f"error: {line}", file=sys.stderr)
+        _error("smoke", line)
     for d in merged["devices"]:
         print(f"device {d['id']}: {d['status'].upper()} - {d['passed']} passed, {d['failed']} failed, "
               f"{d['skipped']} skipped of {d['cases']}; memory {_gib(d['mem_free_bytes'])} free of "

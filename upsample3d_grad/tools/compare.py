@@ -1,4 +1,4 @@
-"""``upsample3d-grad compare``: smoke reports of several machines (or CANN versions) in one table.
+"""``upsample3d-grad compare``: smoke reports of several machines (or CANN versions) side by side.
 
 :func:`compare_reports` lines the reports up:
 
@@ -6,60 +6,64 @@
   CANN and driver versions, SoC, package versions...);
 * per case (by name, and the k-th device of each report): each report's status, max abs error, workspace size
   and time, and whether the results are bitwise identical where every report that
-  ran the case gives a digest (sha256 of the result bytes).
+  ran the case gives a digest (sha256 of the result bytes; a report that ran no case at
+  all is left out of this);
+* the machines grouped by environment (the differing keys but the host name) and
+  outcome, and the outliers: machines that are not ok or whose group is small.
 
+A report is *not ok* when its summary says so, when it was interrupted, or when a
+CANN install was there but did not load and the simulator stood in (``fallback``).
 A case that passes in one report and fails (or errors) in another is a *status
-mismatch*; :func:`compare_reports` then says ``ok: False`` and the command exits 1.
+mismatch*.  Either makes ``ok: False`` and the command exit 1.
 :func:`render_text`, :func:`render_markdown` and the JSON document itself are the
-three outputs.
+three outputs; up to :data:`TABLE_MAX_REPORTS` reports they show one column per
+report, beyond that (a fleet) the groups, the outliers and the cases that differ, in
+a number of lines that does not grow with the number of reports.
+
+Everything is one pass over reports x cases: time and memory grow linearly.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from . import _schema
+from .report_files import clean, expand_paths, load_report
 
-__all__ = ["ENV_KEYS", "RUN_KEYS", "load_report", "compare_reports", "render_text", "render_markdown"]
+__all__ = ["ENV_KEYS", "RUN_KEYS", "TABLE_MAX_REPORTS", "expand_paths", "load_report", "compare_reports",
+           "render_text", "render_markdown", "clean"]
 
 #: The environment entries compared, in display order.
 ENV_KEYS = ("hostname", "backend", "fallback", "cann_version", "driver_version", "acl_version", "soc_name",
             "simulator_version", "device_count", "operator_library", "package_version", "python", "numpy", "platform")
 #: How the smoke run itself was asked for (compared too).
 RUN_KEYS = ("quick", "plans")
+#: Up to this many reports, the text and Markdown show one column per report; beyond, the fleet summary.
+TABLE_MAX_REPORTS = 6
+#: The fleet summary shows at most this many groups, outliers and differing cases (the JSON has them all).
+SHOW_GROUPS, SHOW_OUTLIERS, SHOW_CASES, SHOW_NAMES = 12, 20, 30, 4
+#: A group of at most this share of the machines (and at least one machine) is made of outliers.
+OUTLIER_SHARE = 0.02
 _FAILED = ("fail", "error")
 
 
-def load_report(path: str) -> dict[str, Any]:
-    """Read one smoke report and check it against the smoke schema.
-
-    Raises
-    ------
-    ValueError
-        If the file is not JSON or not a smoke report (the message names the file).
-    OSError
-        If it cannot be read.
-    """
-    with open(path, encoding="utf-8") as fh:
-        try:
-            data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON: {exc}") from None
-    problems = _schema.errors(data, _schema.load_schema(_schema.SMOKE_SCHEMA_PATH))
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ValueError(f"{path}: not a smoke report of this version: {problems[0]}{more}")
-    return data
-
-
 def _labels(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> list[str]:
+    """The host name of each report; where hosts repeat, the file name (``a/smoke.json``: ``smoke``), and where
+    those repeat too, with its folder (``node7/smoke``), then the path."""
     names = [str(r["environment"].get("hostname") or os.path.basename(p)) for r, p in zip(reports, paths)]
-    if len(set(names)) == len(names):
-        return names
-    return [os.path.splitext(os.path.basename(p))[0] if names.count(n) > 1 else n for n, p in zip(names, paths)]
+    def stem(p: str) -> str:
+        return os.path.splitext(os.path.basename(p))[0]
+
+    for tier in (stem, lambda p: os.path.join(os.path.basename(os.path.dirname(p)), stem(p)), str):
+        counts = Counter(names)
+        if len(counts) == len(names):
+            break
+        names = [tier(p) if counts[n] > 1 else n for n, p in zip(names, paths)]
+    return names
 
 
 def _bitwise(digests: list[str | None]) -> str:
@@ -67,6 +71,21 @@ def _bitwise(digests: list[str | None]) -> str:
     if len(present) < 2 or len(present) != len(digests):
         return "n/a"
     return "identical" if len(set(present)) == 1 else "different"
+
+
+def report_problem(report: dict[str, Any]) -> str:
+    """Why *report* is not ok (``""`` when it is): a fallback from a present CANN, an interruption, failures."""
+    env = report["environment"]
+    if env.get("fallback"):
+        return f"the simulator stood in for a CANN that did not load ({env['fallback']})"
+    if report.get("interrupted"):
+        return "interrupted"
+    if not report["summary"]["ok"]:
+        failed = [c["name"] for c in report["cases"] if c["status"] in _FAILED]
+        if failed:
+            return f"{len(failed)} case(s) failed: {', '.join(failed[:3])}{' ...' if len(failed) > 3 else ''}"
+        return env.get("error") or "no case ran"
+    return ""
 
 
 def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
@@ -79,14 +98,15 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
         values = [r["environment"].get(key) if key in ENV_KEYS else r.get(key) for r in reports]
         if len({json.dumps(v) for v in values}) > 1:
             env_diff[key] = values
-    keys: list[tuple[str, int]] = []
+    keys: dict[tuple[str, int], None] = {}
     by_report: list[dict[tuple[str, int], dict[str, Any]]] = []
     for r in reports:
         # the k-th device of one report is lined up with the k-th device of another (device ids may differ)
         ordinal = {dev: k for k, dev in enumerate(sorted({int(c["device"]) for c in r["cases"]}))}
         table = {(c["name"], ordinal[int(c["device"])]): c for c in r["cases"]}
         by_report.append(table)
-        keys.extend(k for k in table if k not in keys)
+        keys.update(dict.fromkeys(table))
+    ran_any = sum(1 for t in by_report if t)
     cases: list[dict[str, Any]] = []
     for name, slot in keys:
         entries = [t.get((name, slot)) for t in by_report]
@@ -100,23 +120,67 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
             "name": name, "slot": slot,
             "results": results,
             "status_mismatch": "pass" in statuses and bool(statuses & set(_FAILED)),
-            "bitwise": _bitwise([e.get("digest") for e in ran]) if len(ran) == len(reports) else "n/a",
+            # a report that ran no case at all (no library, a refused fallback) is no comparison point
+            "bitwise": _bitwise([e.get("digest") for e in ran]) if len(ran) == ran_any else "n/a",
+            "absent": sum(1 for t, e in zip(by_report, entries) if e is None and t),
         })
     mismatches = [c["name"] for c in cases if c["status_mismatch"]]
     bitwise = [c["bitwise"] for c in cases]
+    problems = [report_problem(r) for r in reports]
+    summaries = [{"label": lab, "path": p, "hostname": r["environment"].get("hostname"),
+                  "created_utc": r.get("created_utc"), "ok": not problem, "problem": problem,
+                  "interrupted": bool(r.get("interrupted", False))}
+                 for lab, p, r, problem in zip(labels, paths, reports, problems)]
+    groups = _groups(reports, labels, env_diff, problems)
     return {
         "tool": "upsample3d-grad compare",
-        "reports": [{"label": lab, "path": p, "hostname": r["environment"].get("hostname"),
-                     "created_utc": r.get("created_utc"), "ok": r["summary"]["ok"],
-                     "interrupted": bool(r.get("interrupted", False))}
-                    for lab, p, r in zip(labels, paths, reports)],
+        "reports": summaries,
         "environment_differences": env_diff,
+        "groups": groups,
+        "outliers": _outliers(groups, len(reports)),
         "cases": cases,
-        "summary": {"cases": len(cases), "status_mismatches": mismatches,
+        "summary": {"cases": len(cases), "reports": len(reports), "not_ok": sum(1 for p in problems if p),
+                    "status_mismatches": mismatches,
                     "bitwise_identical": bitwise.count("identical"), "bitwise_different": bitwise.count("different"),
                     "bitwise_not_comparable": bitwise.count("n/a")},
-        "ok": not mismatches,
+        "ok": not mismatches and not any(problems),
     }
+
+
+def _groups(reports: Sequence[dict[str, Any]], labels: list[str], env_diff: dict[str, list[Any]],
+            problems: list[str]) -> list[dict[str, Any]]:
+    """Machines with the same environment (the differing keys but the host name, and the fallback, which is
+    the outcome's) and outcome, largest first."""
+    keys = [k for k in env_diff if k not in ("hostname", "fallback")]
+    index: dict[str, dict[str, Any]] = {}
+    for i, (label, problem) in enumerate(zip(labels, problems)):
+        env = {k: env_diff[k][i] for k in keys}
+        outcome = "ok" if not problem else f"NOT ok: {problem}"
+        group = index.setdefault(json.dumps([env, outcome]), {"environment": env, "outcome": outcome, "machines": []})
+        group["machines"].append(label)
+    return sorted(index.values(), key=lambda g: (-len(g["machines"]), g["outcome"] != "ok"))
+
+
+def _outliers(groups: list[dict[str, Any]], total: int) -> list[dict[str, Any]]:
+    """Each machine that is not ok, or in a group of at most :data:`OUTLIER_SHARE` of the machines, with what
+    sets it apart from the largest group."""
+    if not groups:
+        return []
+    base = groups[0]
+    small = max(1, int(total * OUTLIER_SHARE))
+    out = []
+    for g in groups:
+        if g is base and g["outcome"] == "ok":
+            continue
+        if g["outcome"] == "ok" and len(g["machines"]) > small:
+            continue
+        differs = {k: v for k, v in g["environment"].items() if base["environment"].get(k) != v}
+        why = [f"{k}={v}" for k, v in differs.items()]
+        if g["outcome"] != "ok":
+            why.insert(0, g["outcome"])
+        for machine in g["machines"]:
+            out.append({"machine": machine, "why": "; ".join(why) or "differs from the largest group"})
+    return out
 
 
 def _num(x: float | None, fmt: str) -> str:
@@ -124,19 +188,19 @@ def _num(x: float | None, fmt: str) -> str:
 
 
 def _rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    labels = [r["label"] for r in doc["reports"]]
+    labels = [clean(r["label"], 40) for r in doc["reports"]]
     head = ["case"]
     for lab in labels:
         head += [f"{lab} status", "dev", "abs err", "ws B", "ms"]
     head.append("bitwise")
     rows = []
     for c in doc["cases"]:
-        row = [c["name"] + (" <- MISMATCH" if c["status_mismatch"] else "")]
+        row = [clean(c["name"], 60) + (" <- MISMATCH" if c["status_mismatch"] else "")]
         for res in c["results"]:
             if res is None:
                 row += ["absent", "-", "-", "-", "-"]
             else:
-                row += [res["status"].upper(), str(res["device"]), _num(res["max_abs_err"], ".1e"),
+                row += [clean(res["status"]).upper(), str(res["device"]), _num(res["max_abs_err"], ".1e"),
                         "-" if res["workspace_size"] is None else str(res["workspace_size"]),
                         _num(res["time_ms"], ".2f")]
         row.append(c["bitwise"])
@@ -150,24 +214,105 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
              f"{s['bitwise_different']}, not comparable in {s['bitwise_not_comparable']} (no result in every report: "
              "bad-input cases, errors, absent cases)"]
     if s["status_mismatches"]:
-        lines.append(f"status mismatch (passes in one report, fails in another): {', '.join(s['status_mismatches'])}")
+        shown = ", ".join(clean(n, 60) for n in s["status_mismatches"][:SHOW_CASES])
+        extra = len(s["status_mismatches"]) - SHOW_CASES
+        more = f" (+{extra} more)" if extra > 0 else ""
+        lines.append(f"status mismatch (passes in one report, fails in another): {shown}{more}")
     else:
         lines.append("no status mismatch")
+    if s["not_ok"]:
+        lines.append(f"{s['not_ok']} of {s['reports']} report(s) NOT ok")
     return lines
 
 
+def _fleet(doc: dict[str, Any]) -> bool:
+    return len(doc["reports"]) > TABLE_MAX_REPORTS
+
+
+def _names(machines: list[str]) -> str:
+    shown = ", ".join(clean(m, 40) for m in machines[:SHOW_NAMES])
+    return shown + (f" (+{len(machines) - SHOW_NAMES} more)" if len(machines) > SHOW_NAMES else "")
+
+
+def _env_text(env: dict[str, Any]) -> str:
+    return (";" + "".join(f" {k}={clean(v, 48)}" for k, v in env.items())) if env else ""
+
+
+def _case_counts(c: dict[str, Any]) -> dict[str, Any]:
+    """One case across a fleet: how many reports gave each status, the worst error, the median time."""
+    present = [r for r in c["results"] if r is not None]
+    by = Counter(r["status"] for r in present)
+    errs = [r["max_abs_err"] for r in present if r["max_abs_err"] is not None]
+    times = [r["time_ms"] for r in present if r["time_ms"] is not None]
+    return {"pass": by["pass"], "fail": by["fail"], "error": by["error"], "skip": by["skip"],
+            "absent": c["absent"], "max_abs_err": max(errs) if errs else None,
+            "median_ms": statistics.median(times) if times else None}
+
+
+def _differs(c: dict[str, Any], counts: dict[str, Any]) -> bool:
+    return bool(c["status_mismatch"] or c["bitwise"] == "different" or counts["fail"] or counts["error"]
+                or counts["absent"])
+
+
+def _failing_on(c: dict[str, Any], labels: list[str]) -> list[str]:
+    return [lab for lab, r in zip(labels, c["results"]) if r is not None and r["status"] in _FAILED]
+
+
+def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
+    """The fleet summary: counts, the groups, the outliers and the cases that differ (bounded line count)."""
+    reps, groups, outliers = doc["reports"], doc["groups"], doc["outliers"]
+    labels = [r["label"] for r in reps]
+    not_ok = sum(1 for r in reps if not r["ok"])
+    interrupted = sum(1 for r in reps if r["interrupted"])
+    out = [f"{len(reps)} reports: {len(reps) - not_ok} ok, {not_ok} NOT ok ({interrupted} interrupted)"]
+    keys = [k for k in doc["environment_differences"] if k != "hostname"]
+    out.append(f"environment keys that differ between machines: {', '.join(keys) if keys else 'none'}")
+    out.append(f"{len(groups)} group(s) of machines with the same environment and outcome, largest first:")
+    for k, g in enumerate(groups[:SHOW_GROUPS], 1):
+        size = len(g["machines"])
+        out.append(f"{bullet}#{k} {size} machine{'s' if size != 1 else ''}, {clean(g['outcome'], 100)}"
+                   f"{_env_text(g['environment'])}: {_names(g['machines'])}")
+    if len(groups) > SHOW_GROUPS:
+        rest = sum(len(g["machines"]) for g in groups[SHOW_GROUPS:])
+        out.append(f"{bullet}... {len(groups) - SHOW_GROUPS} more group(s), {rest} machine(s) (see --json)")
+    out.append(f"outliers (not ok, or in a group of at most {OUTLIER_SHARE:.0%} of the machines): {len(outliers)}")
+    for o in outliers[:SHOW_OUTLIERS]:
+        out.append(f"{bullet}{clean(o['machine'], 40)}: {clean(o['why'], 160)}")
+    if len(outliers) > SHOW_OUTLIERS:
+        out.append(f"{bullet}... {len(outliers) - SHOW_OUTLIERS} more outlier(s) (see --json)")
+    differing = []
+    for c in doc["cases"]:
+        counts = _case_counts(c)
+        if _differs(c, counts):
+            differing.append((c, counts))
+    out.append(f"cases that differ between machines: {len(differing)} of {len(doc['cases'])} "
+               "(the others pass everywhere, bitwise identical where comparable)")
+    for c, n in differing[:SHOW_CASES]:
+        failing = _failing_on(c, labels)
+        tail = f"; fails on {_names(failing)}" if failing else ""
+        out.append(f"{bullet}{clean(c['name'], 60)}{' <- MISMATCH' if c['status_mismatch'] else ''}: "
+                   f"pass {n['pass']}, fail {n['fail']}, error {n['error']}, skip {n['skip']}, absent {n['absent']}; "
+                   f"bitwise {c['bitwise']}; max abs err {_num(n['max_abs_err'], '.1e')}{tail}")
+    if len(differing) > SHOW_CASES:
+        out.append(f"{bullet}... {len(differing) - SHOW_CASES} more case(s) (see --json)")
+    return out
+
+
 def render_text(doc: dict[str, Any]) -> str:
-    """The comparison as plain text (aligned columns)."""
+    """The comparison as plain text (aligned columns; a fleet's summary beyond :data:`TABLE_MAX_REPORTS`)."""
+    if _fleet(doc):
+        return "\n".join([*_fleet_lines(doc, "  "), *_summary_lines(doc)]) + "\n"
     out = ["reports:"]
     for r in doc["reports"]:
         flag = " (interrupted)" if r["interrupted"] else ""
-        out.append(f"  {r['label']}: {r['path']} ({r['created_utc']}, {'ok' if r['ok'] else 'NOT ok'}{flag})")
-    labels = [r["label"] for r in doc["reports"]]
+        status = "ok" if r["ok"] else f"NOT ok: {clean(r['problem'], 120)}"
+        out.append(f"  {clean(r['label'], 40)}: {clean(r['path'])} ({clean(r['created_utc'])}, {status}{flag})")
+    labels = [clean(r["label"], 40) for r in doc["reports"]]
     if doc["environment_differences"]:
         out.append("environment differences:")
         width = max(len(k) for k in doc["environment_differences"])
         for key, values in doc["environment_differences"].items():
-            shown = "  ".join(f"{lab}={v}" for lab, v in zip(labels, values))
+            shown = "  ".join(f"{lab}={clean(v, 80)}" for lab, v in zip(labels, values))
             out.append(f"  {key:<{width}}  {shown}")
     else:
         out.append("environment differences: none")
@@ -179,26 +324,33 @@ def render_text(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
-    """The comparison as Markdown tables."""
-    labels = [r["label"] for r in doc["reports"]]
+    """The comparison as Markdown tables (a fleet's summary as a list beyond :data:`TABLE_MAX_REPORTS`)."""
+    if _fleet(doc):
+        return "\n".join([_md(line) for line in _fleet_lines(doc, "- ")] + ["", *_summary_lines(doc)]) + "\n"
+    labels = [_md(clean(r["label"], 40)) for r in doc["reports"]]
     out = ["| report | file | created (UTC) | ok |", "|---|---|---|---|"]
     for r in doc["reports"]:
-        out.append(f"| {r['label']} | `{r['path']}` | {r['created_utc']} | {'yes' if r['ok'] else 'no'} |")
+        out.append(f"| {_md(clean(r['label'], 40))} | `{_md(clean(r['path']))}` | {clean(r['created_utc'])} | "
+                   f"{'yes' if r['ok'] else 'no: ' + _md(clean(r['problem'], 120))} |")
     out.append("")
     if doc["environment_differences"]:
         out.append("| environment | " + " | ".join(labels) + " |")
         out.append("|---" * (len(labels) + 1) + "|")
         for key, values in doc["environment_differences"].items():
-            out.append(f"| {key} | " + " | ".join(f"`{v}`" for v in values) + " |")
+            out.append(f"| {key} | " + " | ".join(f"`{_md(clean(v, 80))}`" for v in values) + " |")
     else:
         out.append("No environment differences.")
     out.append("")
     head, rows = _rows(doc)
-    out.append("| " + " | ".join(head) + " |")
+    out.append("| " + " | ".join(_md(h) for h in head) + " |")
     out.append("|---" * len(head) + "|")
     for row in rows:
-        out.append("| " + " | ".join(row) + " |")
+        out.append("| " + " | ".join(_md(x) for x in row) + " |")
     out.append("")
     out.extend(_summary_lines(doc))
     return "\n".join(out) + "\n"

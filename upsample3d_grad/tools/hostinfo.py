@@ -28,6 +28,7 @@ import os
 import platform
 import shlex
 import socket
+import string
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -37,7 +38,7 @@ import numpy as np
 from .. import __version__
 
 __all__ = ["INSTALL_INFO", "DEFAULT_DRIVER_ROOT", "utc_now", "hostname", "read_key_values", "driver_version",
-           "toolkit_version", "host_facts", "command_line"]
+           "toolkit_version", "host_facts", "command_line", "RANK_VARIABLES", "rank", "expand_template"]
 
 #: The driver installer's record of where it installed the driver.
 INSTALL_INFO = "/etc/ascend_install.info"
@@ -140,3 +141,51 @@ def host_facts() -> dict[str, Any]:
         "driver_version": drv["version"],
         "driver_version_source": drv["source"],
     }
+
+
+#: Where ``{rank}`` is read from, first set first: Slurm's task rank, then Open MPI's, MPICH/Intel MPI's (PMI)
+#: and PMIx's.
+RANK_VARIABLES = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+
+
+def rank() -> str | None:
+    """This process's rank in its job (:data:`RANK_VARIABLES`), or None outside a parallel launcher."""
+    for name in RANK_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def expand_template(path: str, started_utc: str) -> str:
+    """*path* with ``{host}`` (the host name), ``{rank}`` (:func:`rank`) and ``{time}`` (*started_utc* as
+    ``20260102T030405Z``) replaced; ``{{`` and ``}}`` are literal braces.
+
+    Raises
+    ------
+    ValueError
+        An unknown or malformed placeholder, or ``{rank}`` outside a parallel launcher.
+    """
+    try:
+        fields = [name for _, name, spec, conv in string.Formatter().parse(path) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"bad placeholder in {path!r}: {exc} (write {{{{ and }}}} for literal braces)") from None
+    unknown = sorted({f for f in fields if f not in ("host", "rank", "time")})
+    if unknown:
+        raise ValueError(f"unknown placeholder {{{unknown[0]}}} in {path!r}: use {{host}}, {{rank}} or {{time}}")
+    values = {"host": _safe(hostname()), "time": started_utc.replace("-", "").replace(":", ""), "rank": ""}
+    if "rank" in fields:
+        found = rank()
+        if found is None:
+            raise ValueError(f"{{rank}} in {path!r}, but none of {', '.join(RANK_VARIABLES)} is set (not started by "
+                             "srun or mpirun? use {host} instead)")
+        values["rank"] = _safe(found)
+    try:
+        return path.format_map(values)
+    except (ValueError, IndexError) as exc:  # a format spec such as {host:>x}
+        raise ValueError(f"bad placeholder in {path!r}: {exc}") from None
+
+
+def _safe(text: str) -> str:
+    """*text* fit for a file name: anything but letters, digits, ``.``, ``_`` and ``-`` becomes ``_``."""
+    return "".join(ch if ch.isalnum() and ch.isascii() or ch in "._-" else "_" for ch in text) or "_"
