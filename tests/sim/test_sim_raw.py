@@ -297,9 +297,12 @@ def run_threads(fn, n):
 
 @pytest.fixture(scope="session")
 def sim_build():
-    """Build (if needed) the default simulator tree and return build()'s result."""
+    """Build (if needed) the default simulator tree and return build()'s result.
+
+    With ``SIM_SANITIZE=1`` it is the ASan+UBSan tree (build.py --sanitize); the run needs the ASan
+    runtime in LD_PRELOAD (.ci/run's sanitizer step)."""
     mod = _load_build_module()
-    res = mod.build(check=False)
+    res = mod.build(check=False, sanitize=os.environ.get("SIM_SANITIZE") == "1")
     if not res["ok"]:
         pytest.fail("simulator build failed:\n" + str(res["error"]))
     return res
