@@ -43,7 +43,14 @@ static int view_bytes(const aclTensor *t, int itemsize, const char **lo, uint64_
         snprintf(why, n, "its extent overflows 64 bits");
         return 1;
     }
-    *lo = (const char *)t->data + start;
+    /* in integers: data + start as a pointer is undefined when it leaves the object, and a sum that
+       wraps the address space would land on another buffer */
+    uintptr_t base = (uintptr_t)t->data, first, end;
+    if (__builtin_add_overflow(base, (uintptr_t)start, &first) || __builtin_add_overflow(first, (uintptr_t)b, &end)) {
+        snprintf(why, n, "its offset %" PRId64 " reaches past the end of the address space", t->offset);
+        return 1;
+    }
+    *lo = (const char *)first;
     *bytes = b;
     return 0;
 }
