@@ -823,6 +823,17 @@ def test_executor_single_use_and_destroy(sim):
         ok(phase2(w, ws3, ex3, s))
         ok(nn.aclDestroyAclOpExecutor(ex3))
         expect(phase2(None, 0, None, s), NULLPTR)
+        # a NULL workspace with a size above 0: 161001 from the size argument alone (never phase 1's), and
+        # the executor is deleted even when repeatable (OPB op_executor.cpp CommonOpExecutorRun)
+        for repeatable in (False, True):
+            for size in (1, ws3, ws3 + 4096):
+                ws4, ex4 = smp.phase1()
+                if repeatable:
+                    ok(nn.aclSetAclOpExecutorRepeatable(ex4))
+                expect(phase2(None, size, ex4, s), NULLPTR, "workspace is NULL", "workspaceSize is %d" % size)
+                assert live("executor") == 0, (repeatable, size)
+                expect(phase2(w, ws4, ex4, s), PARAM_INVALID, "already used or destroyed")
+                expect(nn.aclDestroyAclOpExecutor(ex4), PARAM_INVALID, "already used or destroyed")
         ok(rt.aclrtSynchronizeStream(s))
         ok(rt.aclrtFree(w))
         smp.release()

@@ -344,11 +344,20 @@ aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint
     }
     aclOpExecutor snap;
     if ((rc = cannsim_executor_begin(func, op, executor, &snap))) return rc;
+    if (workspaceSize > 0 && !workspace) { /* OPB op_executor.cpp CommonOpExecutorRun: the size argument, first */
+        rc = cannsim_fail(ACLNN_ERR_PARAM_NULLPTR,
+                          "%s: workspace is NULL but workspaceSize is %" PRIu64 " (the executor is deleted, even a "
+                          "repeatable one)", func, workspaceSize);
+        cannsim_executor_delete(executor);
+        return rc;
+    }
     if (snap.empty) {
         cannsim_executor_finish(executor, 1);
         return ACLNN_SUCCESS;
     }
     if (snap.workspace_size > 0) {
+        /* simulator rules, stricter than CANN (which never compares with phase 1, and launches a kernel that
+           faults or, on an Ascend950, silently does nothing): the size phase 1 asked for */
         if (!workspace) {
             rc = cannsim_fail(ACLNN_ERR_PARAM_NULLPTR,
                               "%s: workspace is NULL but phase 1 asked for %" PRIu64 " bytes", func,
