@@ -540,3 +540,44 @@ def test_binding_events_on_two_streams_are_refused(no_leaks, session: Session) -
         times = session.timed_backward(g, (4, 4, 4), (1, 1, 2, 2, 2), out=out, repeat=3)
         assert len(times) == 3 and all(t >= 0.0 for t in times)
 
+
+
+# ------------------------------------------------------------------------------- aclGetRecentErrMsg keeps its text
+
+def test_raw_recent_error_message_is_kept_and_newest_first(raw) -> None:
+    # RT acl.cpp aclGetRecentErrMsgImpl; cann-abi.md §9.2
+    raw("""
+        ok(rt.aclInit(None))
+        expect(rt.aclrtSetDevice(100), RT_DEVID, "device id 100")
+        first = err()
+        assert err() == first                                   # not cleared by a read
+        expect(rt.aclrtSetDevice(101), RT_DEVID)
+        assert err() == err().split("\\n")[0] + "\\n" + first  # the new text in front of the old
+        ok(rt.aclFinalize())
+    """)
+
+
+def test_binding_two_failures_in_a_row_each_report_their_own_message(no_leaks, session: Session) -> None:
+    # cann-abi.md §9.2: the runtime's text holds every message of the thread, newest first; an exception's
+    # detail is its own call's message only
+    import threading
+
+    from acl_bindings import lib
+
+    def two_failures(out: list) -> None:
+        for dev in (100, 101, 101):
+            with pytest.raises(AclError) as info:
+                lib.aclrtSetDevice(dev)
+            out.append(info.value.detail)
+
+    for run_on in ("main", "thread"):
+        got: list = []
+        if run_on == "main":
+            two_failures(got)
+        else:
+            t = threading.Thread(target=two_failures, args=(got,))
+            t.start()
+            t.join()
+        assert len(got) == 3, got
+        for detail, dev in zip(got, (100, 101, 101)):
+            assert f"device id {dev} " in detail and "\n" not in detail, (run_on, got)

@@ -425,7 +425,9 @@ def test_bad_env_is_reported_by_aclinit(sim):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_recent_error_is_per_thread_and_cleared_on_read(sim):
+def test_recent_error_is_per_thread_kept_on_read_newest_first(sim):
+    # RT acl.cpp aclGetRecentErrMsgImpl: the thread's text survives a read, and the next error's text is put
+    # in front of it ("new\nold"); error_manager.cc GetRawErrorMessages clears only the pending part
     sim("""
         ok(rt.aclInit(None))
         assert err() is None
@@ -439,16 +441,19 @@ def test_recent_error_is_per_thread_and_cleared_on_read(sim):
             barrier.wait()                             # all messages are pending at the same time
             m = err()
             seen[i] = m
-            assert m is not None and "device id %d " % (100 + i) in m, (i, m)
-            assert err() is None                       # cleared by the first read
+            assert m is not None and "device id %d " % (100 + i) in m and "\\n" not in m, (i, m)
+            assert err() == m                          # a read does not clear it
+            assert rt.aclrtSetDevice(200 + i) == RT_DEVID
+            m2 = err()
+            assert m2.startswith("aclrtSetDevice: device id %d " % (200 + i)) and m2.endswith("\\n" + m), (m, m2)
 
-        expect(rt.aclrtResetDevice(77), RT_DEVID, "device id 77")   # main thread's own error...
-        rt.aclrtSetDevice(55)                          # ...overwritten by a newer one
+        m77 = expect(rt.aclrtResetDevice(77), RT_DEVID, "device id 77")   # main thread's own error
+        rt.aclrtSetDevice(55)                          # a newer one, not read yet
         run_threads(worker, N)
         assert len(set(seen.values())) == N
-        m = err()                                      # main thread's message was not consumed by workers
-        assert m is not None and "device id 55" in m, m
-        assert err() is None
+        m = err()                                      # main thread's text was not consumed by workers
+        assert m is not None and m.endswith("\\n" + m77) and "device id 55" in m.split("\\n")[0], m
+        assert err() == m
     """)
 
 
