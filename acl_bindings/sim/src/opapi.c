@@ -129,6 +129,26 @@ static int check_tensor_memory(const char *func, const char *name, const aclTens
     return 0;
 }
 
+static const char *format_name(int f, char *buf, size_t n) {
+    switch (f) {
+    case ACL_FORMAT_NCDHW: return "NCDHW";
+    case ACL_FORMAT_NDHWC: return "NDHWC";
+    case ACL_FORMAT_ND: return "ND";
+    default: snprintf(buf, n, "format %d", f); return buf;
+    }
+}
+
+int opapi_check_view_copy_format(const char *func, const char *in_name, const aclTensor *in, const char *out_name,
+                                 const aclTensor *out) {
+    if (in->format == out->format || in->format == ACL_FORMAT_ND) return 0;
+    char a[24], b[24];
+    return cannsim_fail(ACLNN_ERR_INNER_NULLPTR,
+                        "%s: %s is %s but %s is %s: the result keeps %s's layout, and the copy into %s (ViewCopy) "
+                        "needs the same layout (mixed layouts are refused; use one layout for both)",
+                        func, in_name, format_name(in->format, a, sizeof a), out_name,
+                        format_name(out->format, b, sizeof b), in_name, out_name);
+}
+
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);

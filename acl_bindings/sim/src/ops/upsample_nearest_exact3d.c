@@ -364,6 +364,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTen
 
     /* l0op::Contiguous(self), the L0 (its tiling status is ignored until the launch), then l0op::ViewCopy */
     if ((rc = opapi_check_view_in_storage(P1, "self", &x))) return rc;
+    if ((rc = opapi_check_view_copy_format(P1, "self", &x, "out", &y))) return rc;
     if ((rc = opapi_check_view_in_storage(P1, "out", &y))) return rc;
     if ((rc = opapi_check_memory(P1, tin, 1, tout, 1, NULL, 0, NULL))) return rc;
 
