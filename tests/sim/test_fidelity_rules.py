@@ -581,3 +581,48 @@ def test_binding_two_failures_in_a_row_each_report_their_own_message(no_leaks, s
         assert len(got) == 3, got
         for detail, dev in zip(got, (100, 101, 101)):
             assert f"device id {dev} " in detail and "\n" not in detail, (run_on, got)
+
+
+# ------------------------------------------------------------------------------- mixed layouts: ViewCopy refuses
+
+def test_raw_mixed_layouts_are_refused_at_view_copy(raw) -> None:
+    # OMA contiguous.cpp CheckViewCopyParams: the result keeps the input's format; another than the output's (not
+    # ND) is refused, and phase 1 returns 561103 (cann-abi.md §9.1).  An empty gradOut/self returns before.
+    raw("""
+        INNER_NULLPTR = 561103
+        init(0)
+        d_in, d_out = malloc(1 << 16), malloc(1 << 16)
+        N, Cc, o, i = 2, 3, (4, 6, 8), (2, 3, 4)
+
+        def dims(fmt, n, sp):
+            return [n, *sp, Cc] if fmt == NDHWC else [n, Cc, *sp]
+
+        def fwd(x, osz, y):
+            ws, ex = u64(), vp()
+            rc = op.aclnnUpsampleNearestExact3dGetWorkspaceSize(x, osz, 0.0, 0.0, 0.0, y, C.byref(ws), C.byref(ex))
+            return rc, ex.value
+
+        osz = int_array(*o)
+        for fo, fi in ((NDHWC, NCDHW), (NCDHW, NDHWC), (NCDHW, NCDHW), (NDHWC, NDHWC), (2, NCDHW)):
+            names = {NCDHW: "NCDHW", NDHWC: "NDHWC", 2: "ND"}
+            for n in (N, 0):
+                isz = int_array(n, Cc, *i)
+                go, gi = tensor(dims(fo, n, o), d_in, fmt=fo), tensor(dims(fi, n, i), d_out, fmt=fi)
+                rc, ws, ex = phase1(go, osz, isz, gi)
+                if fo == fi or fo == 2 or n == 0:
+                    ok(rc)
+                    ok(nn.aclDestroyAclOpExecutor(ex))
+                else:
+                    msg = expect(rc, INNER_NULLPTR, "gradOut is " + names[fo], "gradInput is " + names[fi])
+                # the forward: self (i) -> out (o)
+                x, y = tensor(dims(fo, n, i), d_in, fmt=fo), tensor(dims(fo, n, o), d_out, fmt=fi)
+                rc, ex = fwd(x, osz, y)
+                if fo == fi or fo == 2 or n == 0:
+                    ok(rc)
+                    ok(nn.aclDestroyAclOpExecutor(ex))
+                else:
+                    expect(rc, INNER_NULLPTR, "self is " + names[fo], "out is " + names[fi])
+                for t in (go, gi, x, y):
+                    ok(nn.aclDestroyTensor(t))
+                ok(nn.aclDestroyIntArray(isz))
+    """)

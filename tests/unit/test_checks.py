@@ -132,8 +132,8 @@ def test_mixed_layouts_are_refused_as_cann_view_copy_does(layouts: tuple[Format,
 
     fo, fi = (int(f) for f in layouts)
     for n in (2, 0):  # an empty gradOut returns before the copy
-        go = TensorSpec(checks.physical_shape(fo, n, 3, 4, 6, 8), np.dtype(np.float32), fo)
-        gi = TensorSpec(checks.physical_shape(fi, n, 3, 2, 3, 4), np.dtype(np.float32), fi)
+        go = TensorSpec(checks.physical_shape(fo, n, 3, 4, 6, 8), DataType.FLOAT, fo)
+        gi = TensorSpec(checks.physical_shape(fi, n, 3, 2, 3, 4), DataType.FLOAT, fi)
         if n == 0:
             checks.check_params(go, (4, 6, 8), (n, 3, 2, 3, 4), 0, 0, 0, gi)
             continue
