@@ -63,7 +63,7 @@ def recent_error_message() -> str:
     """This thread's CANN error message since its last read; '' when none.
 
     ``aclGetRecentErrMsg`` keeps its text across reads and puts each new message in front of the old
-    (cann-abi.md §9.2), so only the part before the text this thread last read is new."""
+    (cann-abi.md §10.2), so only the part before the text this thread last read is new."""
     fn = lib._raw("aclGetRecentErrMsg")
     if fn is None:
         return ""

@@ -204,7 +204,7 @@ def check_output_memory(shape: tuple[int, ...], strides: tuple[int, ...], itemsi
 
 def view_copy_layouts(in_name: str, source: TensorSpec, out_name: str, out: TensorSpec, func: str) -> None:
     """Phase 1's last step, ``ViewCopy(result, out)``: the result keeps *source*'s layout and the copy refuses
-    another than *out*'s unless it is ND, with 561103 (cann-abi.md §9.1).
+    another than *out*'s unless it is ND, with 561103 (cann-abi.md §10.1).
 
     Raises
     ------
@@ -212,10 +212,10 @@ def view_copy_layouts(in_name: str, source: TensorSpec, out_name: str, out: Tens
         Code 561103, naming both tensors and their layouts.
     """
     if source.format != out.format and source.format != Format.ND:
-        raise _fail(out_name, f"layout {_format_name(out.format)} differs from {in_name}'s "
-                              f"{_format_name(source.format)}: CANN's copy of the result (in {in_name}'s layout) "
-                              f"into {out_name} (ViewCopy) refuses mixed layouts; use one layout for both",
-                    561103, func, AclnnInnerError)
+        raise AclnnInnerError(561103, func, f"{out_name}: layout {_format_name(out.format)} differs from "
+                              f"{in_name}'s {_format_name(source.format)}: CANN's copy of the result (in "
+                              f"{in_name}'s layout) into {out_name} (ViewCopy) refuses mixed layouts; use one "
+                              "layout for both")
 
 
 def _format_name(fmt: int) -> str:

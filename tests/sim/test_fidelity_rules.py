@@ -545,7 +545,7 @@ def test_binding_events_on_two_streams_are_refused(no_leaks, session: Session) -
 # ------------------------------------------------------------------------------- aclGetRecentErrMsg keeps its text
 
 def test_raw_recent_error_message_is_kept_and_newest_first(raw) -> None:
-    # RT acl.cpp aclGetRecentErrMsgImpl; cann-abi.md §9.2
+    # RT acl.cpp aclGetRecentErrMsgImpl; cann-abi.md §10.2
     raw("""
         ok(rt.aclInit(None))
         expect(rt.aclrtSetDevice(100), RT_DEVID, "device id 100")
@@ -558,7 +558,7 @@ def test_raw_recent_error_message_is_kept_and_newest_first(raw) -> None:
 
 
 def test_binding_two_failures_in_a_row_each_report_their_own_message(no_leaks, session: Session) -> None:
-    # cann-abi.md §9.2: the runtime's text holds every message of the thread, newest first; an exception's
+    # cann-abi.md §10.2: the runtime's text holds every message of the thread, newest first; an exception's
     # detail is its own call's message only
     import threading
 
@@ -587,7 +587,7 @@ def test_binding_two_failures_in_a_row_each_report_their_own_message(no_leaks, s
 
 def test_raw_mixed_layouts_are_refused_at_view_copy(raw) -> None:
     # OMA contiguous.cpp CheckViewCopyParams: the result keeps the input's format; another than the output's (not
-    # ND) is refused, and phase 1 returns 561103 (cann-abi.md §9.1).  An empty gradOut/self returns before.
+    # ND) is refused, and phase 1 returns 561103 (cann-abi.md §10.1).  An empty gradOut/self returns before.
     raw("""
         INNER_NULLPTR = 561103
         init(0)

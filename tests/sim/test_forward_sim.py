@@ -160,7 +160,7 @@ def _tensor(device: Device, shape: tuple[int, ...] | None, dtype: DataType, fmt:
 def _phase1(device: Device, case: tuple[Any, ...], held: list[Any]) -> tuple[int, Any]:
     _, xs, xdt, fmt, osz, scales, ys, ydt = case[:8]
     x = _tensor(device, xs, xdt, fmt, held)
-    # out in self's layout, as the ops-cv UT cases give it (mixed layouts are refused at ViewCopy, §9.1)
+    # out in self's layout, as the ops-cv UT cases give it (mixed layouts are refused at ViewCopy, cann-abi.md §10.1)
     y = _tensor(device, ys, ydt, Format.NDHWC if fmt == Format.NDHWC else Format.NCDHW, held)
     arr = None
     if osz is not None:
@@ -376,7 +376,7 @@ def test_a_view_past_its_storage_is_561103(gpu: Any, which: str) -> None:
 @pytest.mark.parametrize("soc", ["", SOC_950])
 def test_the_a2a3_tiling_limits_sizes_to_int32(gpu: Any, monkeypatch: pytest.MonkeyPatch, soc: str) -> None:
     # the L0 ignores the tiling's status: phase 1 succeeds, the launch tiles again and fails, 561103 at phase 2
-    # (cann-abi.md §9.4)
+    # (cann-abi.md §10.4)
     monkeypatch.setenv("CANN_SIM_SOC", soc)
     device, stream = gpu
     big = 2 ** 31

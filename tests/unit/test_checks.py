@@ -127,7 +127,7 @@ def test_memory_formula_boundary() -> None:
 
 @pytest.mark.parametrize("layouts", [(Format.NDHWC, Format.NCDHW), (Format.NCDHW, Format.NDHWC)])
 def test_mixed_layouts_are_refused_as_cann_view_copy_does(layouts: tuple[Format, Format]) -> None:
-    # ViewCopy(result in gradOut's layout, gradInput): 561103 naming both layouts (cann-abi.md §9.1)
+    # ViewCopy(result in gradOut's layout, gradInput): 561103 naming both layouts (cann-abi.md §10.1)
     from acl_bindings import AclError
 
     fo, fi = (int(f) for f in layouts)

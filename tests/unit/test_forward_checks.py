@@ -90,7 +90,7 @@ def test_out_shape_follows_selfs_layout_only() -> None:
 
 @pytest.mark.parametrize("layouts", [(Format.NDHWC, Format.NCDHW), (Format.NCDHW, Format.NDHWC)])
 def test_mixed_layouts_are_refused_as_cann_view_copy_does(layouts: tuple[Format, Format]) -> None:
-    # ViewCopy(result in self's layout, out): 561103 (cann-abi.md §9.1); an empty self returns before it
+    # ViewCopy(result in self's layout, out): 561103 (cann-abi.md §10.1); an empty self returns before it
     fx, fy = (int(f) for f in layouts)
     x = TensorSpec((2, 3, 4, 5, 6), F32, fx)
     y = TensorSpec(forward_result_shape(x, (7, 8, 9)), F32, fy)

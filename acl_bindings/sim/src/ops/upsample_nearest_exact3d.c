@@ -182,7 +182,7 @@ static int check_params(const aclTensor *self, const arr_copy *osz, const double
 
 /* The A2/A3 (and 310P) tiling's CheckMaxSizes (facts §3.2): every size of self and of the output <= INT32_MAX.
    Phase 1 still succeeds: L0 ignores the tiling's status, so the launch tiles again, fails, and nnopbase reports
-   561103 there (cann-abi.md §9.4). */
+   561103 there (cann-abi.md §10.4). */
 static int tiling_refuses(const aclOpExecutor *snap, char *msg, size_t msglen) {
     op_data od;
     memcpy(&od, snap->opdata, sizeof od);
