@@ -14,10 +14,7 @@ each other there.  This module has no package-relative imports, so it can be loa
 
     python acl_bindings/sim/build.py [--root DIR] [--runtime-name acl_rt] [--op-lib opapi] [--force]
     python -m acl_bindings.sim.build ...
-    python -m acl_bindings.sim.build --sanitize   # ASan+UBSan build into <root>/lib64-sanitize/
-
-The sanitizer build goes to its own folder and never replaces the normal one.  Load it with the ASan
-runtime first (``LD_PRELOAD=$(cc -print-file-name=libasan.so)``); any report aborts the process.
+    python -m acl_bindings.sim.build --sanitize   # ASan+UBSan into <root>/lib64-sanitize/ (LD_PRELOAD libasan)
 """
 
 from __future__ import annotations
@@ -40,9 +37,7 @@ SRC = HERE / "src"
 
 CFLAGS = ["-O2", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-fvisibility=hidden", "-Wall"]
 LDFLAGS = ["-Wl,--no-undefined", "-Wl,-rpath,$ORIGIN"]
-# --sanitize: AddressSanitizer + UndefinedBehaviorSanitizer; every report is fatal
-SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-                  "-fno-sanitize-recover=all"]
+SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 SANITIZE_DIR = "lib64-sanitize"
 
 __all__ = ["build", "find_compiler", "library_names", "main"]
@@ -234,7 +229,6 @@ def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: st
     return {
         "compiler": compiler,
         "cflags": flags,
-        "sanitize": sanitize,
         "ldflags": LDFLAGS,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "libraries": names,
@@ -260,18 +254,8 @@ def _compile_steps(compiler: str, srcs: dict[str, list[Path]], tmp_dir: Path, na
         steps.append((stub, [f"-DCANNSIM_STUB_NAME={stub[3:-3]}"] + (
             ["-DCANNSIM_STUB_OP_COMPILER", "-Wl,--no-as-needed", f"-l{runtime_name}"] if "compiler" in stub else [])))
     for key, libs in steps:
-        cmd = [
-            compiler,
-            *cflags,
-            f"-I{SRC}",
-            "-o",
-            str(tmp_dir / names[key]),
-            *[str(s) for s in srcs[key]],
-            f"-L{tmp_dir}",
-            *libs,
-            f"-Wl,-soname,{names[key]}",
-            *LDFLAGS,
-        ]
+        cmd = [compiler, *cflags, f"-I{SRC}", "-o", str(tmp_dir / names[key]), *[str(x) for x in srcs[key]],
+               f"-L{tmp_dir}", *libs, f"-Wl,-soname,{names[key]}", *LDFLAGS]
         commands.append(cmd)
         if not quiet:
             print(" ".join(cmd), file=sys.stderr)
@@ -398,8 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print compiler commands")
     parser.add_argument("--no-finalize-reference", action="store_true",
                         help="model CANN releases without aclFinalizeReference (the runtime does not export it)")
-    parser.add_argument("--sanitize", action="store_true",
-                        help="ASan+UBSan build into ROOT/lib64-sanitize (the normal build is left alone)")
+    parser.add_argument("--sanitize", action="store_true", help="ASan+UBSan build into ROOT/lib64-sanitize")
     args = parser.parse_args(argv)
     res = build(args.root, runtime_name=args.runtime_name, op_lib_name=args.op_lib, cc=args.cc, quiet=not args.verbose,
                 force=args.force, check=False, finalize_reference=not args.no_finalize_reference,
