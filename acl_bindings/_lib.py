@@ -52,13 +52,26 @@ class MissingSymbolError(LibraryNotFoundError):
     """A function is not exported by the loaded libraries (an OSError)."""
 
 
+_last_read = threading.local()
+
+
 def recent_error_message() -> str:
-    """Read (and thereby clear) this thread's pending CANN error message; '' when none."""
+    """This thread's CANN error message since its last read; '' when none.
+
+    ``aclGetRecentErrMsg`` keeps its text across reads and puts each new message in front of the old
+    (cann-abi.md §10.2), so only the part before the text this thread last read is new."""
     fn = lib._raw("aclGetRecentErrMsg")
     if fn is None:
         return ""
     raw = fn()
-    return raw.decode("utf-8", "replace").strip() if raw else ""
+    text = raw.decode("utf-8", "replace") if raw else ""
+    last = getattr(_last_read, "text", "")
+    _last_read.text = text
+    if last and text == last:
+        return ""
+    if last and text.endswith("\n" + last):
+        text = text[: -len(last) - 1]
+    return text.strip()
 
 
 def raise_for_status(status: int, func: str) -> None:

@@ -34,8 +34,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from acl_bindings import AclnnInnerError, DataType, Format
 from acl_bindings import AclnnParamError as AclnnParamError  # (re-exported: the operator raises checks.AclnnParamError)
-from acl_bindings import DataType, Format
 from acl_bindings.enums import dtype_name
 from acl_bindings.meta import overlap_problem
 
@@ -147,6 +147,8 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
                 raise _fail("gradOut", f"each dim must be <= INT32_MAX ({INT32_MAX}), got {list(grad_out.shape)}")
     if strict:
         _check_documented_limits(grad_out, out_sz, in_sz, scales)
+    if all(grad_out.shape):  # (an empty gradOut returns before the copy)
+        view_copy_layouts("gradOut", grad_out, "gradInput", grad_in, PHASE1)
     used = scales if all(s > 0 for s in scales) else (0.0, 0.0, 0.0)
     if any(s > 0 for s in scales) and not all(s > 0 for s in scales):
         warnings.warn(MixedScalesWarning(
@@ -198,6 +200,29 @@ def check_output_memory(shape: tuple[int, ...], strides: tuple[int, ...], itemsi
     problem = overlap_problem(shape, strides, itemsize)
     if problem is not None:
         raise _fail(param, f"{problem}; an output needs separate memory for every element")
+
+
+def view_copy_layouts(in_name: str, source: TensorSpec, out_name: str, out: TensorSpec, func: str) -> None:
+    """Phase 1's last step, ``ViewCopy(result, out)``: the result keeps *source*'s layout and the copy refuses
+    another than *out*'s unless it is ND, with 561103 (cann-abi.md §10.1).
+
+    Raises
+    ------
+    acl_bindings.AclnnInnerError
+        Code 561103, naming both tensors and their layouts.
+    """
+    if source.format != out.format and source.format != Format.ND:
+        raise AclnnInnerError(561103, func, f"{out_name}: layout {_format_name(out.format)} differs from "
+                              f"{in_name}'s {_format_name(source.format)}: CANN's copy of the result (in "
+                              f"{in_name}'s layout) into {out_name} (ViewCopy) refuses mixed layouts; use one "
+                              "layout for both")
+
+
+def _format_name(fmt: int) -> str:
+    try:
+        return Format(fmt).name
+    except ValueError:
+        return f"format {fmt}"
 
 
 def _layout_name(fmt: int) -> str:

@@ -35,7 +35,7 @@ from acl_bindings.enums import dtype_name
 
 from .arguments import SCALE_NAMES as _SCALE_NAMES
 from .arguments import SUPPORTED as _SUPPORTED
-from .checks import MixedScalesWarning, TensorSpec, int_sequence, normalize_scales
+from .checks import MixedScalesWarning, TensorSpec, int_sequence, normalize_scales, view_copy_layouts
 from .checks import _fail as checks_fail
 
 __all__ = [
@@ -153,6 +153,8 @@ def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scal
                            f"outputSize), got {list(out.shape)}")
     if strict:
         _check_documented(self_spec, osz, scales)
+    if self_spec.shape[0]:  # (an empty self returns before the copy)
+        view_copy_layouts("self", self_spec, "out", out, FORWARD_PHASE1)
     if any(s > 0 for s in scales) and not all(s > 0 for s in scales):
         given = ", ".join(f"{nm}={s!r}" for nm, s in zip(_SCALE_NAMES, scales) if s > 0)
         what = ("Ascend950 uses them per dim" if soc == "ascend950"

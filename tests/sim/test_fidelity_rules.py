@@ -540,3 +540,89 @@ def test_binding_events_on_two_streams_are_refused(no_leaks, session: Session) -
         times = session.timed_backward(g, (4, 4, 4), (1, 1, 2, 2, 2), out=out, repeat=3)
         assert len(times) == 3 and all(t >= 0.0 for t in times)
 
+
+
+# ------------------------------------------------------------------------------- aclGetRecentErrMsg keeps its text
+
+def test_raw_recent_error_message_is_kept_and_newest_first(raw) -> None:
+    # RT acl.cpp aclGetRecentErrMsgImpl; cann-abi.md §10.2
+    raw("""
+        ok(rt.aclInit(None))
+        expect(rt.aclrtSetDevice(100), RT_DEVID, "device id 100")
+        first = err()
+        assert err() == first                                   # not cleared by a read
+        expect(rt.aclrtSetDevice(101), RT_DEVID)
+        assert err() == err().split("\\n")[0] + "\\n" + first  # the new text in front of the old
+        ok(rt.aclFinalize())
+    """)
+
+
+def test_binding_two_failures_in_a_row_each_report_their_own_message(no_leaks, session: Session) -> None:
+    # cann-abi.md §10.2: the runtime's text holds every message of the thread, newest first; an exception's
+    # detail is its own call's message only
+    import threading
+
+    from acl_bindings import lib
+
+    def two_failures(out: list) -> None:
+        for dev in (100, 101, 101):
+            with pytest.raises(AclError) as info:
+                lib.aclrtSetDevice(dev)
+            out.append(info.value.detail)
+
+    for run_on in ("main", "thread"):
+        got: list = []
+        if run_on == "main":
+            two_failures(got)
+        else:
+            t = threading.Thread(target=two_failures, args=(got,))
+            t.start()
+            t.join()
+        assert len(got) == 3, got
+        for detail, dev in zip(got, (100, 101, 101)):
+            assert f"device id {dev} " in detail and "\n" not in detail, (run_on, got)
+
+
+# ------------------------------------------------------------------------------- mixed layouts: ViewCopy refuses
+
+def test_raw_mixed_layouts_are_refused_at_view_copy(raw) -> None:
+    # OMA contiguous.cpp CheckViewCopyParams: the result keeps the input's format; another than the output's (not
+    # ND) is refused, and phase 1 returns 561103 (cann-abi.md §10.1).  An empty gradOut/self returns before.
+    raw("""
+        INNER_NULLPTR = 561103
+        init(0)
+        d_in, d_out = malloc(1 << 16), malloc(1 << 16)
+        N, Cc, o, i = 2, 3, (4, 6, 8), (2, 3, 4)
+
+        def dims(fmt, n, sp):
+            return [n, *sp, Cc] if fmt == NDHWC else [n, Cc, *sp]
+
+        def fwd(x, osz, y):
+            ws, ex = u64(), vp()
+            rc = op.aclnnUpsampleNearestExact3dGetWorkspaceSize(x, osz, 0.0, 0.0, 0.0, y, C.byref(ws), C.byref(ex))
+            return rc, ex.value
+
+        osz = int_array(*o)
+        for fo, fi in ((NDHWC, NCDHW), (NCDHW, NDHWC), (NCDHW, NCDHW), (NDHWC, NDHWC), (2, NCDHW)):
+            names = {NCDHW: "NCDHW", NDHWC: "NDHWC", 2: "ND"}
+            for n in (N, 0):
+                isz = int_array(n, Cc, *i)
+                go, gi = tensor(dims(fo, n, o), d_in, fmt=fo), tensor(dims(fi, n, i), d_out, fmt=fi)
+                rc, ws, ex = phase1(go, osz, isz, gi)
+                if fo == fi or fo == 2 or n == 0:
+                    ok(rc)
+                    ok(nn.aclDestroyAclOpExecutor(ex))
+                else:
+                    msg = expect(rc, INNER_NULLPTR, "gradOut is " + names[fo], "gradInput is " + names[fi])
+                # the forward: self (i) -> out (o)
+                x, y = tensor(dims(fo, n, i), d_in, fmt=fo), tensor(dims(fo, n, o), d_out, fmt=fi)
+                rc, ex = fwd(x, osz, y)
+                if fo == fi or fo == 2 or n == 0:
+                    ok(rc)
+                    ok(nn.aclDestroyAclOpExecutor(ex))
+                else:
+                    expect(rc, INNER_NULLPTR, "self is " + names[fo], "out is " + names[fi])
+                for t in (go, gi, x, y):
+                    ok(nn.aclDestroyTensor(t))
+                ok(nn.aclDestroyIntArray(isz))
+    """)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -89,6 +90,8 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
         pytest.skip("no C compiler (cc/gcc/clang) found to build us3d_kernel.c")
     out = tmp_path_factory.mktemp("us3d") / "libus3d_test.so"
     cmd = [cc, "-O2", "-shared", "-fPIC", "-std=gnu11", "-Wall", "-Werror", "-o", str(out), str(SRC)]
+    if os.environ.get("SIM_SANITIZE") == "1":  # .ci/run's sanitizer step (LD_PRELOAD holds libasan)
+        cmd[1:2] = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"compile failed: {' '.join(cmd)}\n{res.stderr}"
     L = ctypes.CDLL(str(out))

@@ -123,3 +123,22 @@ def test_memory_formula_boundary() -> None:
     spec = TensorSpec((n, c, d, h, w))
     check_params(spec, (d, h, w), (n, c, d, h, w), None, None, None, spec)
     assert math.isclose(checks.MEMORY_LIMIT, 60 * 2 ** 30)
+
+
+@pytest.mark.parametrize("layouts", [(Format.NDHWC, Format.NCDHW), (Format.NCDHW, Format.NDHWC)])
+def test_mixed_layouts_are_refused_as_cann_view_copy_does(layouts: tuple[Format, Format]) -> None:
+    # ViewCopy(result in gradOut's layout, gradInput): 561103 naming both layouts (cann-abi.md §10.1)
+    from acl_bindings import AclError
+
+    fo, fi = (int(f) for f in layouts)
+    for n in (2, 0):  # an empty gradOut returns before the copy
+        go = TensorSpec(checks.physical_shape(fo, n, 3, 4, 6, 8), DataType.FLOAT, fo)
+        gi = TensorSpec(checks.physical_shape(fi, n, 3, 2, 3, 4), DataType.FLOAT, fi)
+        if n == 0:
+            checks.check_params(go, (4, 6, 8), (n, 3, 2, 3, 4), 0, 0, 0, gi)
+            continue
+        with pytest.raises(AclError) as info:
+            checks.check_params(go, (4, 6, 8), (n, 3, 2, 3, 4), 0, 0, 0, gi)
+        assert info.value.code == 561103 and info.value.func == checks.PHASE1
+        assert layouts[0].name in info.value.detail and layouts[1].name in info.value.detail
+        assert "gradOut" in info.value.detail and "gradInput" in info.value.detail

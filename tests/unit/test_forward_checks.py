@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from acl_bindings import AclnnParamError, AclTypeError, DataType, Format
+from acl_bindings import AclError, AclnnParamError, AclTypeError, DataType, Format
 from upsample3d_grad.checks import MixedScalesWarning, TensorSpec
 from upsample3d_grad.forward_checks import (
     FORWARD_BAD_CASES,
@@ -82,7 +82,25 @@ def test_the_310p_takes_no_bfloat16() -> None:
 def test_out_shape_follows_selfs_layout_only() -> None:
     x = TensorSpec((2, 3, 4, 5, 6), F32, int(Format.NDHWC))  # N=2, D=3, H=4, W=5, C=6
     assert forward_result_shape(x, (7, 8, 9)) == (2, 7, 8, 9, 6)
-    check_forward_params(x, (7, 8, 9), 0, 0, 0, TensorSpec((2, 7, 8, 9, 6), F32, int(Format.NCDHW)))
+    check_forward_params(x, (7, 8, 9), 0, 0, 0, TensorSpec((2, 7, 8, 9, 6), F32, int(Format.NDHWC)))
+    with pytest.raises(AclnnParamError, match="out") as shape:  # the shape check reads self's layout only
+        check_forward_params(x, (7, 8, 9), 0, 0, 0, TensorSpec((2, 6, 7, 8, 9), F32, int(Format.NCDHW)))
+    assert shape.value.code == 161002
+
+
+@pytest.mark.parametrize("layouts", [(Format.NDHWC, Format.NCDHW), (Format.NCDHW, Format.NDHWC)])
+def test_mixed_layouts_are_refused_as_cann_view_copy_does(layouts: tuple[Format, Format]) -> None:
+    # ViewCopy(result in self's layout, out): 561103 (cann-abi.md §10.1); an empty self returns before it
+    fx, fy = (int(f) for f in layouts)
+    x = TensorSpec((2, 3, 4, 5, 6), F32, fx)
+    y = TensorSpec(forward_result_shape(x, (7, 8, 9)), F32, fy)
+    with pytest.raises(AclError) as info:
+        check_forward_params(x, (7, 8, 9), 0, 0, 0, y)
+    assert info.value.code == 561103 and info.value.func == FORWARD_PHASE1
+    assert layouts[0].name in info.value.detail and layouts[1].name in info.value.detail
+    assert "self" in info.value.detail and "out" in info.value.detail
+    empty = TensorSpec((0, 3, 4, 5, 6), F32, fx)
+    check_forward_params(empty, (7, 8, 9), 0, 0, 0, TensorSpec(forward_result_shape(empty, (7, 8, 9)), F32, fy))
 
 
 def test_wrong_python_types_are_type_errors_naming_the_forward() -> None:

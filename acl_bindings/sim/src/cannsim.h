@@ -273,6 +273,9 @@ CANNSIM_API void cannsim_executor_finish(aclOpExecutor *e, int ok);
 /* Phase 2 failed before it could begin (e.g. an injected fault): consume a live, idle, non-repeatable
    executor as cannsim_executor_finish would. */
 CANNSIM_API void cannsim_executor_consume(aclOpExecutor *e);
+/* Delete the executor (begun, so live and busy) whatever its repeatable flag: OPB op_executor.cpp
+   DeleteExecutorForError, on a phase 2 with a NULL workspace and a size above 0. */
+CANNSIM_API void cannsim_executor_delete(aclOpExecutor *e);
 
 /* Size in bytes of one element of dtype, 0 if unknown. */
 CANNSIM_API int cannsim_dtype_size(int dtype);

@@ -691,6 +691,18 @@ CANNSIM_API void cannsim_executor_consume(aclOpExecutor *e) {
     if (release) free(e);
 }
 
+CANNSIM_API void cannsim_executor_delete(aclOpExecutor *e) {
+    int release = 0;
+    cannsim_lock();
+    if (cannsim_handle_live("executor", e)) {
+        entry_release(e, 0); /* (the op cache's entry is marked invalid) */
+        cannsim_handle_remove("executor", e);
+        release = 1;
+    }
+    cannsim_unlock();
+    if (release) free(e);
+}
+
 CANNSIM_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor) {
     ENTER("aclSetAclOpExecutorRepeatable");
     if (!executor) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is NULL");

@@ -43,7 +43,14 @@ static int view_bytes(const aclTensor *t, int itemsize, const char **lo, uint64_
         snprintf(why, n, "its extent overflows 64 bits");
         return 1;
     }
-    *lo = (const char *)t->data + start;
+    /* in integers: data + start as a pointer is undefined when it leaves the object, and a sum that
+       wraps the address space would land on another buffer */
+    uintptr_t base = (uintptr_t)t->data, first, end;
+    if (__builtin_add_overflow(base, (uintptr_t)start, &first) || __builtin_add_overflow(first, (uintptr_t)b, &end)) {
+        snprintf(why, n, "its offset %" PRId64 " reaches past the end of the address space", t->offset);
+        return 1;
+    }
+    *lo = (const char *)first;
     *bytes = b;
     return 0;
 }
@@ -120,6 +127,26 @@ static int check_tensor_memory(const char *func, const char *name, const aclTens
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: %s data is not inside live device memory: %s", func, name,
                             why);
     return 0;
+}
+
+static const char *format_name(int f, char *buf, size_t n) {
+    switch (f) {
+    case ACL_FORMAT_NCDHW: return "NCDHW";
+    case ACL_FORMAT_NDHWC: return "NDHWC";
+    case ACL_FORMAT_ND: return "ND";
+    default: snprintf(buf, n, "format %d", f); return buf;
+    }
+}
+
+int opapi_check_view_copy_format(const char *func, const char *in_name, const aclTensor *in, const char *out_name,
+                                 const aclTensor *out) {
+    if (in->format == out->format || in->format == ACL_FORMAT_ND) return 0;
+    char a[24], b[24];
+    return cannsim_fail(ACLNN_ERR_INNER_NULLPTR,
+                        "%s: %s is %s but %s is %s: the result keeps %s's layout, and the copy into %s (ViewCopy) "
+                        "needs the same layout (mixed layouts are refused; use one layout for both)",
+                        func, in_name, format_name(in->format, a, sizeof a), out_name,
+                        format_name(out->format, b, sizeof b), in_name, out_name);
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -337,11 +364,20 @@ aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint
     }
     aclOpExecutor snap;
     if ((rc = cannsim_executor_begin(func, op, executor, &snap))) return rc;
+    if (workspaceSize > 0 && !workspace) { /* OPB op_executor.cpp CommonOpExecutorRun: the size argument, first */
+        rc = cannsim_fail(ACLNN_ERR_PARAM_NULLPTR,
+                          "%s: workspace is NULL but workspaceSize is %" PRIu64 " (the executor is deleted, even a "
+                          "repeatable one)", func, workspaceSize);
+        cannsim_executor_delete(executor);
+        return rc;
+    }
     if (snap.empty) {
         cannsim_executor_finish(executor, 1);
         return ACLNN_SUCCESS;
     }
     if (snap.workspace_size > 0) {
+        /* simulator rules, stricter than CANN (which never compares with phase 1, and launches a kernel that
+           faults or, on an Ascend950, silently does nothing): the size phase 1 asked for */
         if (!workspace) {
             rc = cannsim_fail(ACLNN_ERR_PARAM_NULLPTR,
                               "%s: workspace is NULL but phase 1 asked for %" PRIu64 " bytes", func,

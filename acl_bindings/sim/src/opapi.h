@@ -90,4 +90,10 @@ typedef struct {
 aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
                          aclOpExecutor *executor, aclrtStream stream, const opapi_kernel *kernel);
 
+/* ViewCopy(result, out) of phase 1's last step: the result keeps the input's storage format (the L0's AllocTensor,
+   Transpose), and ViewCopy refuses one other than the output's unless it is ND: 561103 (OMA
+   conversion/contiguous/op_host/op_api/contiguous.cpp CheckViewCopyParams; cann-abi.md §10.1). */
+int opapi_check_view_copy_format(const char *func, const char *in_name, const aclTensor *in, const char *out_name,
+                                 const aclTensor *out);
+
 #endif /* CANNSIM_OPAPI_H */

@@ -610,13 +610,14 @@ static int sync_stream_impl(const char *func, aclrtStream stream, int32_t timeou
     if (!c) goto out;
     stream_t *s = resolve_stream(func, stream, c, &rc);
     if (!s) goto out;
-    if (drain_locked(s, UINT64_MAX, deadline)) {
+    s->pins++; /* another thread may destroy it while we wait: keep it until its error is read */
+    if (drain_locked(s, UINT64_MAX, deadline))
         rc = cannsim_fail(ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                           "%s: stream %p still has pending work after %d ms (the remaining work stays queued)", func,
                           stream, timeout);
-        goto out;
-    }
-    rc = stream_error(func, s, stream);
+    else if (!s->dead) /* (a destroyed stream's task error was dropped, as aclrtDestroyStream does) */
+        rc = stream_error(func, s, stream);
+    stream_unpin(s);
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;

@@ -32,7 +32,10 @@ CANNSIM_API void cannsim_unlock(void) { pthread_mutex_unlock(&g_mu); }
 /* ====================================================================== recent error */
 static _Thread_local char tl_pending[MSG_LEN];
 static _Thread_local int tl_has_pending;
-static _Thread_local char tl_returned[MSG_LEN];
+/* the text aclGetRecentErrMsg returns: kept across reads, each new message put in front of it (RT acl.cpp
+   aclGetRecentErrMsgImpl: host message + "\n" + aclRecentErrMsg).  CANN's string is unbounded; here, a new
+   message that does not fit in front of the old text replaces it. */
+static _Thread_local char tl_returned[4 * MSG_LEN];
 
 static void set_errorv(const char *fmt, va_list ap) {
     vsnprintf(tl_pending, sizeof tl_pending, fmt, ap);
@@ -51,11 +54,19 @@ CANNSIM_API int cannsim_fail(int code, const char *fmt, ...) {
 CANNSIM_API const char *cannsim_peek_error(void) { return tl_has_pending ? tl_pending : NULL; }
 
 const char *cannsim_take_error(void) {
-    if (!tl_has_pending) return NULL;
-    memcpy(tl_returned, tl_pending, sizeof tl_returned);
-    tl_has_pending = 0;
-    tl_pending[0] = 0;
-    return tl_returned;
+    if (tl_has_pending) {
+        size_t n = strlen(tl_pending), old = strlen(tl_returned);
+        if (old && n + 1 + old < sizeof tl_returned) {
+            memmove(tl_returned + n + 1, tl_returned, old + 1);
+            tl_returned[n] = '\n';
+            memcpy(tl_returned, tl_pending, n);
+        } else {
+            memcpy(tl_returned, tl_pending, n + 1);
+        }
+        tl_has_pending = 0;
+        tl_pending[0] = 0;
+    }
+    return tl_returned[0] ? tl_returned : NULL;
 }
 
 /* ====================================================================== function registry, call counts, faults */

@@ -67,6 +67,8 @@ typedef struct {
     int dtype;
     int ndhwc;      /* self's format is NDHWC: both tensors' views are [N,D,H,W,C] (CANN transposes and back) */
     int ceil_law;   /* CANN_SIM_TEST_FORWARD_LAW=ceil */
+    int soc;        /* soc_family() at phase 1 */
+    int64_t xs[5], ys[5]; /* self's and out's sizes, [N,C,D,H,W]: the launch's tiling checks them */
 } op_data;
 
 typedef struct {
@@ -179,17 +181,22 @@ static int check_params(const aclTensor *self, const arr_copy *osz, const double
 }
 
 /* The A2/A3 (and 310P) tiling's CheckMaxSizes (facts §3.2): every size of self and of the output <= INT32_MAX.
-   What real CANN returns then is not established (§3.4); the simulator refuses with the tiling's status. */
-static int check_tiling(const int64_t xs[5], const int64_t ys[5], int soc) {
-    if (soc == SOC_950) return 0;
+   Phase 1 still succeeds: L0 ignores the tiling's status, so the launch tiles again, fails, and nnopbase reports
+   561103 there (cann-abi.md §10.4). */
+static int tiling_refuses(const aclOpExecutor *snap, char *msg, size_t msglen) {
+    op_data od;
+    memcpy(&od, snap->opdata, sizeof od);
+    if (od.soc == SOC_950) return 0;
     static const char *const nm[5] = {"N", "C", "D", "H", "W"};
     for (int t = 0; t < 2; t++)
         for (int k = 0; k < 5; k++) {
-            int64_t v = (t ? ys : xs)[k];
-            if (v > INT32_MAX)
-                return cannsim_fail(ACLNN_ERR_INNER, "%s: %s's %s = %" PRId64 " exceeds INT32_MAX (2147483647): the "
-                                    "Atlas A2/A3 tiling refuses it (CheckMaxSizes; an Ascend950 has no such limit)",
-                                    P1, t ? "out" : "self", nm[k], v);
+            int64_t v = (t ? od.ys : od.xs)[k];
+            if (v > INT32_MAX) {
+                snprintf(msg, msglen, "%s's %s = %" PRId64 " exceeds INT32_MAX (2147483647): the Atlas A2/A3 "
+                         "tiling refuses it at the launch (CheckMaxSizes; an Ascend950 has no such limit)",
+                         t ? "out" : "self", nm[k], v);
+                return ACLNN_ERR_INNER_NULLPTR;
+            }
         }
     return 0;
 }
@@ -288,7 +295,7 @@ static int kernel_task(void *arg, char *msg, size_t msglen) {
     return 0;
 }
 
-static const opapi_kernel k_kernel = {make_args, kernel_task, free, NULL};
+static const opapi_kernel k_kernel = {make_args, kernel_task, free, tiling_refuses};
 
 /* ------------------------------------------------------------------------------------------ entry points */
 CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTensor *self,
@@ -349,12 +356,15 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTen
     int64_t xs[5], xst[5], ys[5], yst[5];
     opapi_ncdhw(&x, od.ndhwc, xs, xst);
     opapi_ncdhw(&y, od.ndhwc, ys, yst);
+    od.soc = soc;
+    memcpy(od.xs, xs, sizeof xs);
+    memcpy(od.ys, ys, sizeof ys);
     if (xs[0] == 0) /* self->IsEmpty(): only N can be 0 here (facts §2.1 step 4): nothing to launch */
         return opapi_phase1_done(P1, OP, &io, &key, 0, 1, &od, sizeof od, workspaceSize, executor);
 
-    /* l0op::Contiguous(self), the L0 with its tiling, then l0op::ViewCopy into out */
+    /* l0op::Contiguous(self), the L0 (its tiling status is ignored until the launch), then l0op::ViewCopy */
     if ((rc = opapi_check_view_in_storage(P1, "self", &x))) return rc;
-    if ((rc = check_tiling(xs, ys, soc))) return rc;
+    if ((rc = opapi_check_view_copy_format(P1, "self", &x, "out", &y))) return rc;
     if ((rc = opapi_check_view_in_storage(P1, "out", &y))) return rc;
     if ((rc = opapi_check_memory(P1, tin, 1, tout, 1, NULL, 0, NULL))) return rc;
 

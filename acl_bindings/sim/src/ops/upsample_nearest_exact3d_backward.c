@@ -120,6 +120,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
 
     /* l0op::Contiguous(gradOut) comes right after the empty-tensor return; ViewCopy into gradInput last */
     if ((rc = opapi_check_view_in_storage(P1, "gradOut", &go))) return rc;
+    if ((rc = opapi_check_view_copy_format(P1, "gradOut", &go, "gradInput", &gi))) return rc;
     if ((rc = opapi_check_view_in_storage(P1, "gradInput", &gi))) return rc;
     if ((rc = opapi_check_memory(P1, tin, 1, tout, 1, NULL, 0, NULL))) return rc;
 
