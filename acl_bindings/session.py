@@ -148,6 +148,7 @@ class Session:
             self.device.close()
 
     def __enter__(self: _S) -> _S:
+        self._check_open()  # (a closed session refuses with)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -109,8 +109,8 @@ def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[in
                                       out: Any = None, strict: bool = True) -> Any:
     """gradInput of ``F.interpolate(x, mode="nearest-exact")`` on a 5-D tensor, computed by the operator.
 
-    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy (or CPU
-    torch tensors) in, numpy out, on :func:`default_session`.  *out* (numpy or a CPU torch
+    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy in, numpy out (a CPU
+    torch tensor in, one out), on :func:`default_session`.  *out* (numpy or a CPU torch
     tensor) is written and returned.
 
     >>> import numpy as np
@@ -163,8 +163,8 @@ def upsample_nearest_exact3d(input: Any, output_size: Sequence[int], scales_d: O
                              layout: str = "NCDHW", out: Any = None, strict: bool = True) -> Any:
     """``F.interpolate(x, size=output_size, mode="nearest-exact")`` on a 5-D tensor, computed by the operator.
 
-    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d``; numpy (or CPU torch tensors) in,
-    numpy out, on the default session.
+    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d``; numpy in, numpy out (a CPU torch tensor in,
+    one out), on the default session.
 
     >>> import numpy as np
     >>> x = np.arange(1, 49, dtype=np.float32).reshape(2, 2, 2, 2, 3)
@@ -234,7 +234,7 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
     out_np = None
     if out is not None:
         if is_tensor(out):
-            out_np = tensor_to_numpy(out)  # shares memory: the result lands in *out*
+            out_np = host_view(out, "out", writable=True)  # shares memory (a view it cannot share: TypeError)
         elif isinstance(out, np.ndarray):
             out_np = out
         else:
@@ -272,7 +272,7 @@ def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None
     x = tensor_to_numpy(input) if is_tensor(input) else input
     if out is not None and not (is_tensor(out) or isinstance(out, np.ndarray)):
         raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
-    out_np = tensor_to_numpy(out) if is_tensor(out) else out  # a tensor shares memory: the result lands in it
+    out_np = host_view(out, "out", writable=True)  # a tensor shares memory (one it cannot share: TypeError)
     if session is None:
         with _on_default_session() as default:
             result = default.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,

@@ -28,6 +28,7 @@ import numpy as np
 from acl_bindings import Event
 from acl_bindings import session as _generic
 from acl_bindings.engine import plan_key, run_all
+from acl_bindings.torch import numpy_to_tensor
 from acl_bindings.values import int32_arg, int_tuple
 
 from . import checks
@@ -131,8 +132,10 @@ class Session(_generic.Session):
 
         Returns
         -------
-        *out* when given; else numpy when *input* is numpy or a CPU tensor, a device array when it is one.
+        *out* when given; else numpy for numpy, a CPU torch tensor for one (its dtype), a device array for one.
         """
+        output_size = _once(output_size)
+
         def check(x_spec: checks.TensorSpec, y_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
             return _forward.check(x_spec, y_spec, output_size, scales_d, scales_h, scales_w, strict=strict)
 
@@ -166,10 +169,11 @@ class Session(_generic.Session):
 
         Returns
         -------
-        *out* when given; else a numpy array when *grad_output* is numpy or a CPU tensor (after a
-        stream sync), a :class:`DeviceArray` when it is one.  A torch tensor on another device than
-        the CPU raises :class:`TypeError`.
+        *out* when given; else a numpy array for numpy, a CPU torch tensor for one (its dtype; after a
+        stream sync), a :class:`DeviceArray` for one.  A torch tensor on another device than the CPU
+        raises :class:`TypeError`.
         """
+        output_size, input_size = _once(output_size), _once(input_size)  # (converted once: checked as passed)
         if type(grad_output) is DeviceArray and type(out) is DeviceArray and strict is True and \
                 self._repeat(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), out):
             return out
@@ -223,6 +227,7 @@ class Session(_generic.Session):
         device array for a device-array input, else numpy (after a sync).
         """
         out_tensor = out if is_tensor(out) else None
+        in_tensor = is_tensor(inp)
         inp = host_view(inp, names.in_label)
         out = host_view(out, names.out_label, writable=True)
         with self._lock, self._active():
@@ -270,7 +275,9 @@ class Session(_generic.Session):
                 raise
             # reverse order: the blocks go back so that the next call gets each of them for the same role
             run_all([arr.close for arr in reversed(owned)])
-            return out_tensor if out_tensor is not None else result
+            if out_tensor is not None:
+                return out_tensor
+            return numpy_to_tensor(result) if in_tensor and isinstance(result, np.ndarray) else result
 
     def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray, plan: bool = True,
@@ -344,3 +351,11 @@ class Session(_generic.Session):
                     times.append(end.elapsed_ms(start))
             self._sync()
             return times
+
+
+def _once(sizes: Any) -> Any:
+    """A size argument read once: any iterable but a str becomes a tuple, so the host checks and the C call see
+    the same values (a generator, or a sequence that changes, would otherwise give them different ones)."""
+    if isinstance(sizes, (tuple, str, bytes)) or not hasattr(sizes, "__iter__"):
+        return sizes
+    return tuple(sizes)

@@ -323,3 +323,61 @@ def test_kept_calls_are_bounded(no_leaks: None, session: Session) -> None:
     for go, gi in arrays:
         go.close()
         gi.close()
+
+
+def test_a_closed_session_refuses_with(no_leaks: None) -> None:
+    s = Session(0)
+    s.close()
+    with pytest.raises(ClosedError):
+        with s:
+            pass
+
+
+def test_size_arguments_are_read_once(no_leaks: None, session: Session) -> None:
+    """A size argument that yields other values when read again is checked and passed as read the first time."""
+    class Shifty:
+        def __init__(self, first: tuple[int, ...], later: tuple[int, ...]) -> None:
+            self.reads, self.first, self.later = 0, first, later
+
+        def __iter__(self) -> Any:
+            self.reads += 1
+            return iter(self.first if self.reads == 1 else self.later)
+
+        def __len__(self) -> int:
+            return len(self.first)
+
+    out3 = Shifty((2, 2, 2), (200, 2, 2))  # valid when checked; a second read would pass an invalid size
+    assert session.backward(SAMPLE, out3, (2, 2, 1, 1, 1)).ravel().tolist() == EXPECTED
+    assert out3.reads == 1
+    bad = Shifty((2, 2, 3), (2, 2, 2))  # refused as first read, whatever a later read would say
+    with pytest.raises(AclnnParamError):
+        session.backward(SAMPLE, bad, (2, 2, 1, 1, 1))
+    assert bad.reads == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_cpu_torch_in_is_torch_out(no_leaks: None, session: Session, dtype: str) -> None:
+    torch = pytest.importorskip("torch")
+    g = torch.from_numpy(SAMPLE).to(getattr(torch, dtype))
+    got = session.backward(g, (2, 2, 2), (2, 2, 1, 1, 1))
+    assert isinstance(got, torch.Tensor) and got.dtype == g.dtype and got.device.type == "cpu"
+    assert got.float().ravel().tolist() == EXPECTED
+    y = session.forward(g, (4, 4, 4))
+    assert isinstance(y, torch.Tensor) and y.dtype == g.dtype and tuple(y.shape) == (2, 2, 4, 4, 4)
+
+
+def test_an_out_that_cannot_be_written_in_place_is_refused(no_leaks: None, session: Session) -> None:
+    torch = pytest.importorskip("torch")
+    from upsample3d_grad.functional import backward_torch, forward_torch
+
+    g = torch.from_numpy(SAMPLE)
+    negative = torch.zeros(4, dtype=torch.complex64).conj().imag.reshape(2, 2, 1, 1, 1)  # (the issue's case)
+    assert negative.is_neg()
+    for call in (lambda: session.backward(g, (2, 2, 2), (2, 2, 1, 1, 1), out=negative),
+                 lambda: backward_torch(g, (2, 2, 2), (2, 2, 1, 1, 1), out=negative, session=session)):
+        with pytest.raises(TypeError, match="negative or conjugate"):  # never written into a copy
+            call()
+    assert negative.tolist() == torch.zeros(2, 2, 1, 1, 1).tolist()
+    with pytest.raises(TypeError, match="negative or conjugate"):
+        forward_torch(g, (4, 4, 4), out=torch.zeros(2, 2, 4, 4, 4, dtype=torch.complex64).conj().imag,
+                      session=session)
