@@ -254,28 +254,35 @@ class TwoPhaseOp:
         stream's :class:`~acl_bindings.allocator.StreamClock` where it has one, counts the work."""
         if isinstance(executor, _NullExecutor):
             return
-        executor._check_open()
-        if isinstance(stream, Resource):
-            stream._check_open()  # (the unchecked function takes its raw parameter)
-        fn = lib.unchecked(self.phase2_name)
+        handles = isinstance(stream, Resource)
+        device = stream.device if handles else None  # (a raw call may pass a raw stream: the library answers)
         address = c_void_p(workspace) if workspace else None
-        cell = executor._cell
-        assert cell is not None
-        device = getattr(stream, "device", None)  # (a raw call may pass no Stream: the library answers)
         with lock_of((executor, stream)), device.active() if device is not None else nullcontext():
-            executor._check_open()  # (again, under its lock: a close() on another thread went first)
+            executor._check_open()  # (under its lock: a close() on another thread went first)
+            if handles:
+                stream._check_open()
+                stream = stream._as_parameter_  # (the raw handle, as the C-call log shows it)
+            cell = executor._cell
+            assert cell is not None
             if clock is not None:
                 clock.queued()
-            if isinstance(stream, Resource):
-                stream = stream._as_parameter_  # (its raw handle, as the C-call log shows it)
             if executor.repeatable:  # it outlives the call: its close() waits for the lock
-                rc = fn(address, workspace_size, cell, stream)
+                rc = self._phase2(address, workspace_size, cell, stream)
             else:  # consumed whether or not it succeeds: forgotten right before the call (see release_cell)
                 handle, cell.value = cell.value, None
-                rc = fn(address, workspace_size, handle, stream)
+                rc = self._phase2(address, workspace_size, handle, stream)
                 executor._consumed()
         executor.runs += 1
-        raise_for_status(rc, self.phase2_name)
+        if rc:
+            raise_for_status(rc, self.phase2_name)
+
+    @property
+    def _phase2(self) -> Any:
+        """Phase 2's unchecked C function (bound once, on the loaded backend)."""
+        fn = self.__dict__.get("_phase2_fn")
+        if fn is None:
+            fn = self._phase2_fn = lib.unchecked(self.phase2_name)
+        return fn
 
     def __call__(self, *args: Any, stream: Stream, workspace: Workspace, keep: tuple[Any, ...] = ()) -> int:
         """One-shot call: phase 1, reserve the workspace, phase 2 on *stream*.  Returns the workspace size."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ._resource import releases_allowed
-from .engine import Call, plan_key
+from .engine import Call
 from .errors import AclnnParamError, ClosedError
 from .op import ArgKind, TwoPhaseOp
 
@@ -34,7 +34,7 @@ class PreparedCall:
             self._call = Call(op, self._values, plan=plan, probe=True, lock=session._lock)
             session._prepared.add(self)
             session.workspace.reserve(self._call.workspace_size)  # (now: a call allocates nothing)
-        self._key = plan_key(op, self._values)
+        self._tensors = op.inputs + op.outputs
         self._closed = False
 
     plan = property(lambda self: self._call.plan, doc="Whether calls use a repeatable executor.")
@@ -63,9 +63,11 @@ class PreparedCall:
             if self.closed:
                 raise ClosedError(f"this {type(self).__name__} is closed" if self._closed
                                   else f"this {type(session).__name__} is closed")
-            if any(arr is not None for _, arr in replace):
-                self._use(replace)
-            for pos in self.op.inputs + self.op.outputs:
+            for _, arr in replace:
+                if arr is not None:
+                    self._use(replace)
+                    break
+            for pos in self._tensors:
                 self._values[pos]._check_open()
             with session.device.active():
                 self._call.run(self._values, session.workspace, session.stream, session.clock)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
+from ._lib import lib, raise_for_status
 from ._loader import load as load_backend
 from ._resource import releases_allowed, run_all
 from .allocator import CachingAllocator, PooledBuffer, StreamClock
@@ -80,8 +81,7 @@ class Session:
         try:
             self.stream = Stream(self.device)
             self.stream._lock = self._lock
-            stream = self.stream
-            self.clock.synchronize = lambda: stream.synchronize()  # (the stream's, never the session's)
+            self.clock.synchronize = _synchronizer(self.stream)
             self.workspace = Workspace(self.device, self.stream, allocator=self.allocator, clock=self.clock)
         except BaseException:
             if isinstance(self.__dict__.get("stream"), Stream):
@@ -289,3 +289,16 @@ class Session:
     def _track(arr: _A, owned: list[_A]) -> _A:
         owned.append(arr)
         return arr
+
+
+def _synchronizer(stream: Stream) -> Callable[[], None]:
+    """The session's one way to wait for its stream (its clock's), called with the lock held and the device
+    current: ``aclrtSynchronizeStream`` on the raw handle, and nothing that refers back to the session."""
+    synchronize, handle = lib.unchecked("aclrtSynchronizeStream"), stream.handle
+
+    def run() -> None:
+        rc = synchronize(handle)
+        if rc:
+            raise_for_status(rc, "aclrtSynchronizeStream")
+
+    return run

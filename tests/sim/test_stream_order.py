@@ -63,6 +63,7 @@ def deferred() -> Iterator[None]:
 def _no_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     """Remove the stream synchronisation the binding relies on."""
     monkeypatch.setattr(Stream, "synchronize", lambda self, timeout_ms=None: None)
+    monkeypatch.setattr(StreamClock, "sync", lambda self, synchronize=None: None)  # (a session's one wait)
 
 
 def _own_memory(session: Session, host: np.ndarray) -> DeviceArray:
