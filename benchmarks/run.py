@@ -541,10 +541,11 @@ def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[
     for key in ("b", "c", "d", "e", "f"):
         add(f"({key}) float32: sim kernel / reference", _ratio(st[key].get("sim kernel"), st[key].get("reference")),
             2.0, "<=")
-    add("tiny: one-shot / torch eager", _ratio(ovs.get("one-shot"), ovs.get("torch eager")), 1.5, "<=")
-    add("tiny: plan / torch eager", _ratio(ovs.get("plan"), ovs.get("torch eager")), 0.5, "<=")
+    # (issue 24's targets for the one engine: the speed comes from structure, not from tricks)
+    add("tiny: one-shot / torch eager", _ratio(ovs.get("one-shot"), ovs.get("torch eager")), 2.0, "<=")
+    add("tiny: plan / torch eager", _ratio(ovs.get("plan"), ovs.get("torch eager")), 1.0, "<=")
     add("tiny: Session.backward (plans, device arrays) / torch eager",
-        _ratio(ovs.get("Session.backward (plans)"), ovs.get("torch eager")), 2.0, "<=")
+        _ratio(ovs.get("Session.backward (plans)"), ovs.get("torch eager")), 2.5, "<=")
     return targets
 
 

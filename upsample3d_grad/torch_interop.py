@@ -90,8 +90,14 @@ def _mapped_runtimes() -> set[str]:
     return found
 
 
+#: The runtimes found to be torch_npu's (read once per process: /proc/self/maps costs 1-2 ms)
+_SAME_RUNTIME: set[str] = set()
+
+
 def _check_same_runtime(backend: Any) -> None:
     ours = os.path.realpath(backend.runtime.path)
+    if ours in _SAME_RUNTIME:
+        return
     if backend.kind != "cann" and ours not in _mapped_runtimes():  # torch_npu on the simulator maps ours
         raise RuntimeError("the tensor lives on an NPU but acl_bindings loaded the CPU simulator "
                            f"({backend.runtime.path}); set ACL_BINDINGS_BACKEND=cann (or auto) and source CANN's "
@@ -102,6 +108,7 @@ def _check_same_runtime(backend: Any) -> None:
         raise RuntimeError(f"acl_bindings loaded {ours} but torch_npu uses {sorted(others)}: two CANN runtimes in "
                            "one process do not share devices or streams. Set ACL_BINDINGS_LIB_DIR to "
                            f"{os.path.dirname(sorted(others)[0])}")
+    _SAME_RUNTIME.add(ours)
 
 
 def _npu_format(t: Any) -> int | None:
@@ -150,7 +157,11 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
 
     def stream() -> int:
         # this drains torch_npu's task queue, so earlier torch work reaches the stream before our kernel
-        return int(torch_npu.npu.current_stream(device).npu_stream)
+        handle = int(torch_npu.npu.current_stream(device).npu_stream)
+        if not handle:  # (torch_npu answers 0 when draining its queue failed: never launch on the NULL stream)
+            raise RuntimeError(f"torch_npu's current stream on {device} is NULL (its task queue could not be "
+                               "drained); the operator was not launched")
+        return handle
 
     with torch_npu.npu.device(device.index):
         size = run_borrowed(op, values, workspace, stream)  # (stored: an interrupt then still restores the device)

@@ -133,3 +133,31 @@ def test_forward_torch_on_cpu_tensors(no_leaks, session: Session) -> None:
     assert forward_torch(x, (1, 1, 1), return_type="numpy", session=session).ravel().tolist()[3] == 47.0
     with pytest.raises(ValueError, match="return_type"):
         forward_torch(x, (1, 1, 1), return_type="list", session=session)
+
+
+def test_a_null_current_stream_is_refused_before_phase2(session: Session, no_leaks) -> None:
+    """torch_npu answers ``npu_stream == 0`` when draining its task queue failed: the NPU path refuses it (it would
+    otherwise launch on the NULL stream), after phase 1, and releases what it made."""
+    import contextlib
+    import types
+
+    from acl_bindings import sim
+    from upsample3d_grad._api import OP
+    from upsample3d_grad.torch_interop import _npu_launch
+
+    go, gi = session.upload(np.ones((1, 1, 2, 2, 2), np.float32)), session.empty((1, 1, 1, 1, 1))
+    workspace = DeviceBuffer(session.device, 1 << 16)
+    fake_torch = types.SimpleNamespace(uint8="uint8", empty=lambda n, dtype=None, device=None: types.SimpleNamespace(
+        data_ptr=lambda: workspace.ptr))
+    fake_npu = types.SimpleNamespace(npu=types.SimpleNamespace(
+        current_stream=lambda device: types.SimpleNamespace(npu_stream=0),
+        device=lambda index: contextlib.nullcontext()))
+    device = types.SimpleNamespace(index=0, type="npu")
+    phase2 = sim.call_count(OP.phase2_name)
+    session.device.activate()
+    with pytest.raises(RuntimeError, match="current stream .* is NULL"):
+        _npu_launch(OP, (go.arg, (2, 2, 2), (1, 1, 1, 1, 1), 0.0, 0.0, 0.0, gi.arg), device, fake_torch, fake_npu)
+    assert sim.call_count(OP.phase2_name) == phase2
+    for obj in (go, gi, workspace):
+        obj.close()
+    session.empty_cache()
