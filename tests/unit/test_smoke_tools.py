@@ -115,7 +115,10 @@ def test_bfloat16_eps_is_one_rounding() -> None:
 # --------------------------------------------------------------------------- the SoC table (cann-abi.md §5)
 
 @pytest.mark.parametrize("soc, supported", [
-    ("Ascend910B1", True), ("Ascend910B4", True), ("Ascend910_9391", True), ("Ascend910_9382", True),
+    ("Ascend910B1", True), ("Ascend910B4", True), ("Ascend910B4-1", True), ("Ascend910B2C", True),
+    ("Ascend910_9391", True), ("Ascend910_9382", True),
+    ("Ascend910B", False),  # a bare Ascend910B is a legacy 910 (its ascend910/ kernels), not an Atlas A2
+    ("Ascend910B9", None),
     ("Ascend950PR", True), ("Ascend950DT", True),
     ("Ascend310P3", False), ("Ascend310B1", False), ("Ascend310", False),
     ("Ascend910", False), ("Ascend910A", False), ("Ascend910ProA", False), ("Ascend910PremiumA", False),
