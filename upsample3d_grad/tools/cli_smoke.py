@@ -150,6 +150,7 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
     """One child process per device, run at the same time; their lines are prefixed and merged."""
     lock = threading.Lock()
     children: list[tuple[int, subprocess.Popen[str], str]] = []
+    started: set[int] = set()  # the pids of the children that printed (their launcher runs)
     with tempfile.TemporaryDirectory(prefix="upsample3d-smoke-") as tmp:
         try:
             for dev in devices:
@@ -168,6 +169,7 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
             def pump(dev: int, proc: subprocess.Popen[str]) -> None:
                 assert proc.stdout is not None
                 for line in proc.stdout:
+                    started.add(proc.pid)  # (it printed: its launcher handles a SIGINT from now on)
                     if line.startswith("report: ") or line.rstrip().endswith(": interrupted"):
                         continue  # the child's report is a temporary file, merged below; one interrupted line
                     with lock:
@@ -179,7 +181,7 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
             for _, proc, _ in children:
                 proc.wait()
         except KeyboardInterrupt:
-            _stop_children([proc for _, proc, _ in children])
+            _stop_children([proc for _, proc, _ in children], started)
             partial = _read_child_reports(children)[0]
             if partial:
                 _RUN.report = smoke.merge_reports(partial, argv)
@@ -224,11 +226,13 @@ def _read_child_reports(children: Sequence[tuple[int, subprocess.Popen[str], str
     return reports, failed
 
 
-def _stop_children(procs: Sequence[subprocess.Popen[str]], grace_s: float = 10.0) -> None:
-    """Ctrl-C: SIGINT to every child still running (each writes its partial report), then wait; kill stragglers."""
+def _stop_children(procs: Sequence[subprocess.Popen[str]], started: set[int], grace_s: float = 10.0) -> None:
+    """Ctrl-C: SIGINT to every child still running that has started (each writes its partial report), SIGTERM to
+    one still starting Python (it has no result yet, and a SIGINT there would print the interpreter's traceback);
+    then wait, and kill stragglers."""
     for proc in procs:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT if proc.pid in started else signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     for proc in procs:
         try:
