@@ -85,6 +85,7 @@ class _Alarm:
     def __init__(self) -> None:
         self.armed = False
         self.fired = 0
+        self.unraisable: list[str] = []  # where each interrupt that CPython reported as unraisable came
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.armed:
@@ -108,7 +109,6 @@ def alarm():
     """SIGALRM goes to :class:`_Alarm`, SIGINT to Python's default handler; a watchdog bounds the test; lost
     interrupts that CPython reports as unraisable are counted (``alarm.unraisable``)."""
     handler = _Alarm()
-    handler.unraisable = []  # type: ignore[attr-defined]
     old_alrm = signal.signal(signal.SIGALRM, handler)
     old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     old_hook = sys.unraisablehook
@@ -117,7 +117,7 @@ def alarm():
         if isinstance(info.exc_value, KeyboardInterrupt):
             where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
                                for f in reversed(traceback.extract_tb(info.exc_traceback)[-3:]))
-            handler.unraisable.append(where)  # type: ignore[attr-defined]
+            handler.unraisable.append(where)
         else:
             old_hook(info)
 
@@ -447,7 +447,7 @@ def _run(name: str, alarm: _Alarm, episodes: int) -> _Tally:
         for i in range(episodes):
             delay = rng.uniform(*DELAY_S)
             fired = alarm.fired
-            lost = len(alarm.unraisable)  # type: ignore[attr-defined]
+            lost = len(alarm.unraisable)
             calls, exc = _episode(alarm, path.op, delay, path.max_calls)
             tally.episodes += 1
             tally.calls += calls + (exc is not None)
@@ -460,7 +460,7 @@ def _run(name: str, alarm: _Alarm, episodes: int) -> _Tally:
                 kind = _window_kind(exc)
                 if kind is not None:
                     tally.window[kind] = tally.window.get(kind, 0) + 1
-            elif exc is None and len(alarm.unraisable) > lost:  # type: ignore[attr-defined]
+            elif exc is None and len(alarm.unraisable) > lost:
                 tally.unraisable += 1
             elif exc is None:
                 tally.failures.append(f"{where}: the interrupt was lost (the call returned normally)")
@@ -501,7 +501,7 @@ def test_a_real_sigint_at_random_moments(name: str, alarm: _Alarm) -> None:
     assert not unbalanced, f"{summary}\n(made - released, live change) by kind: {unbalanced}"
     # nothing live but what the documented window lost: one handle per interrupt that came there
     leaked = {k: live_now[k] - live[k] for k in live if live_now[k] != live[k]}
-    lost = collections.Counter(alarm.unraisable)  # type: ignore[attr-defined]
+    lost = collections.Counter(alarm.unraisable)
     assert leaked == tally.window, (f"{summary}\nleaked {leaked}, lost in the window {tally.window}; interrupts lost "
                                     "as unraisable, by place (one in a finalizer before its release loses that "
                                     "handle too):\n" + "\n".join(f"{n} x {w}" for w, n in lost.most_common()))
