@@ -33,7 +33,7 @@ from typing import Any
 
 from . import _codes, _loader
 from ._lib import failure, lib, raise_for_status, recent_error_message
-from ._resource import STATE, Resource, exit_error, release_cell
+from ._resource import STATE, Resource, exit_error
 from .enums import MemAttr
 from .errors import AclError, AclParamError, ClosedError, ProcessForkedError
 
@@ -276,12 +276,16 @@ def acl_version() -> tuple[int, int, int] | None:
 
 
 def _reset_device(cell: c_void_p, device_id: int) -> None:
-    # the default context stays (and stays current) while others hold it
-    raise_for_status(release_cell(cell, _reset_of, device_id), "aclrtResetDevice")
-
-
-def _reset_of(_set: int, device_id: int) -> int:
-    return int(lib.unchecked("aclrtResetDevice")(device_id))
+    # the default context stays (and stays current) while others hold it.  As release_cell, but the C call
+    # takes the id, not the cell's 1; no Python function runs between the take and the call (CPython checks
+    # for a signal at each function's entry: an interrupt there would lose the reference).
+    reset = lib.unchecked("aclrtResetDevice")
+    if not cell.value:
+        return
+    cell.value = None
+    if rc := reset(device_id):
+        cell.value = 1
+    raise_for_status(rc, "aclrtResetDevice")
 
 
 class Device(Resource):
@@ -309,8 +313,11 @@ class Device(Resource):
         prev = current_context()
         cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
         try:
-            cell.value = 1  # owned before the call (a Ctrl-C arrives as it returns; see release_cell)
-            if rc := lib.unchecked("aclrtSetDevice")(device_id):
+            # owned before the call: no Python function runs from the store to the C call (CPython delivers a
+            # Ctrl-C at a function's entry or as a call returns), so an interrupt finds the device set or not owned
+            set_device = lib.unchecked("aclrtSetDevice")
+            cell.value = 1
+            if rc := set_device(device_id):
                 cell.value = None
             raise_for_status(rc, "aclrtSetDevice")
             try:

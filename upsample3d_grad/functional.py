@@ -86,21 +86,24 @@ def _quiet_close(session: Session) -> None:
 @contextmanager
 def _on_default_session() -> Iterator[Session]:
     """The default session, kept open for the duration of one module-level call."""
-    with _lock:
-        session = _current()
-        _in_flight[session] = _in_flight.get(session, 0) + 1
-    try:
+    counted = False
+    try:  # (an interrupt as the with below exits must still uncount the call, or the session is never closed)
+        with _lock:
+            session = _current()
+            _in_flight[session] = _in_flight.get(session, 0) + 1
+            counted = True  # (no call between the count and this mark: no interrupt can come between them)
         yield session
     finally:
-        with _lock:
-            left = _in_flight[session] - 1
-            if left:
-                _in_flight[session] = left
-            else:
-                del _in_flight[session]
-            retired = not left and session is not _default
-        if retired:  # close_default_session() ran meanwhile: the last call on it closes it
-            _quiet_close(session)
+        if counted:
+            with _lock:
+                left = _in_flight[session] - 1
+                if left:
+                    _in_flight[session] = left
+                else:
+                    del _in_flight[session]
+                retired = not left and session is not _default
+            if retired:  # close_default_session() ran meanwhile: the last call on it closes it
+                _quiet_close(session)
 
 
 def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
