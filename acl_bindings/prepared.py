@@ -97,10 +97,12 @@ class PreparedCall:
 
     def close(self) -> None:
         """Release the executor and descriptors (after the stream finished with them).  Idempotent; a release the
-        library refused is retried by the next close()."""
+        library refused is retried by the next close().  Until then the session owns it, dropped or not: its
+        ``close()`` closes it too."""
         with self.session._lock:
             self._closed = True
             self._release()
+            self.session._prepared.discard(self)
 
     def _release(self) -> None:
         self._closed = True

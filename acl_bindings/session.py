@@ -69,7 +69,7 @@ class Session:
         #: The kept :class:`~acl_bindings.engine.Call` of each call shape (plans, and one-shot calls)
         self.plans = CallCache()
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
-        self._prepared: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._prepared: set[Any] = set()  # owned until their close() or the session's (dropped ones too)
         self._lock = threading.RLock()
         #: When work on the stream is known done (the caching allocator reuses blocks by it)
         self.clock = StreamClock()
@@ -120,7 +120,7 @@ class Session:
             if self._closed and self.device.closed:
                 return
             steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
-            steps += [call._release for call in list(self._prepared)]
+            steps += [call.close for call in list(self._prepared)]
             steps += [arr.close for arr in list(self._arrays)]
             steps += [self._mark_closed, self.plans.clear, self.workspace.release, self.allocator.release_all,
                       self.stream.close, self._reset_device]

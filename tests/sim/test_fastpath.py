@@ -218,18 +218,23 @@ def test_other_thread(no_leaks: None, session: Session) -> None:
     _same(gi.download(), _want(g, (4, 4, 4), (1, 2, 2, 2, 2), (None,) * 3, "NCDHW"))
 
 
-def test_dropped_call_is_released_by_the_garbage_collector(no_leaks: None, session: Session) -> None:
-    go, gi = session.upload(np.ones((1, 1, 4, 4, 4), np.float32)), session.empty((1, 1, 2, 2, 2))
-    before = sim.live_handles()
-    for plan in (True, False):
-        call = session.prepare(go, (4, 4, 4), (1, 1, 2, 2, 2), out=gi, plan=plan)
-        call()
-        assert sim.live_handles() != before  # an executor (plan) and a workspace are held
-        del call
+def test_a_dropped_call_is_owned_by_its_session_until_it_closes(no_leaks: None) -> None:
+    """A session owns what it made: a prepared call dropped unclosed (or one an interrupt left unreachable) is
+    released by the session's close(), never left to the garbage collector."""
+    with Session(0) as session:
+        go, gi = session.upload(np.ones((1, 1, 4, 4, 4), np.float32)), session.empty((1, 1, 2, 2, 2))
+        executors = sim.live_handles()["executor"]
+        for plan in (True, False):
+            call = session.prepare(go, (4, 4, 4), (1, 1, 2, 2, 2), out=gi, plan=plan)
+            call()
+            del call
         gc.collect()
-        session.empty_cache()  # (the workspace went back to the session's allocator: freed now)
-        assert sim.live_handles() == before, plan
-    assert gi.download().ravel().tolist() == [8.0] * 8
+        assert sim.live_handles()["executor"] == executors + 1  # the plan's: still owned by the session
+        assert gi.download().ravel().tolist() == [8.0] * 8
+        closed = session.prepare(go, (4, 4, 4), (1, 1, 2, 2, 2), out=gi)
+        closed.close()  # a closed one is the session's no more
+        assert sim.live_handles()["executor"] == executors + 1
+    # (no_leaks: the session's close released the dropped ones)
 
 
 # --------------------------------------------------------------------------- errors
