@@ -166,7 +166,8 @@ class Session:
             self._sync()
 
     def _sync(self) -> None:
-        self.clock.sync()
+        with self.device.active():  # (inside a call's own guard: a thread-local test, no C call)
+            self.clock.sync()
 
     def empty_cache(self) -> None:
         """Release the device memory kept for reuse, the workspace included (after the stream used it)."""
