@@ -8,9 +8,20 @@ fails it when ``ACL_BINDINGS_REQUIRE_SIM=1`` (CI sets it).
 
 from __future__ import annotations
 
+import collections
 import os
 
 import pytest
+
+#: handles that a test proved lost in the documented window (a C function's by-value return interrupted
+#: before its store, see tests/sim/test_signals.py), by kind: the run's final accounting expects exactly these
+WINDOW_LOSSES = pytest.StashKey["collections.Counter[str]"]()
+
+
+@pytest.fixture
+def window_losses(request: pytest.FixtureRequest) -> collections.Counter[str]:
+    """The run's tally of handles lost in the documented window; a test adds what it proved lost."""
+    return request.config.stash.setdefault(WINDOW_LOSSES, collections.Counter())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,7 +35,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After the whole run, the simulator's accounting must show no live handle."""
+    """After the whole run, the simulator's accounting must show no live handle but those a test proved lost
+    in the documented window (:data:`WINDOW_LOSSES`)."""
     import gc
 
     from acl_bindings import loaded_backend
@@ -39,10 +51,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from acl_bindings import sim
 
     live = {k: v for k, v in sim.live_handles().items() if v}
+    window = {k: v for k, v in session.config.stash.get(WINDOW_LOSSES, collections.Counter()).items() if v}
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if live:
+    if live != window:
         if reporter:
-            reporter.write_line(f"LEAK: the simulator reports live handles after the test run: {live}", red=True)
+            reporter.write_line(f"LEAK: the simulator reports live handles after the test run: {live} "
+                                f"(lost in the documented window, as tests proved: {window})", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif reporter:
-        reporter.write_line("simulator accounting after the run: no live handle")
+        tail = f" but the {window} that tests proved lost in the documented window" if window else ""
+        reporter.write_line(f"simulator accounting after the run: no live handle{tail}")
