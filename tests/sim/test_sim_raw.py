@@ -522,7 +522,8 @@ def test_memory_checks(sim):
         init(0)
         p = vp()
         expect(rt.aclrtMalloc(C.byref(p), 0, 0), INVALID_PARAM, "size is 0")
-        expect(rt.aclrtMalloc(C.byref(p), 64, 0x77), INVALID_PARAM, "policy")
+        ok(rt.aclrtMalloc(C.byref(p), 64, 0x77))  # an unknown policy is the default one (RT memory.cpp)
+        ok(rt.aclrtFree(p))
         fr, tot = sz(), sz()
         ok(rt.aclrtGetMemInfo(1, C.byref(fr), C.byref(tot)))
         assert tot.value == 1 << 20 and fr.value == 1 << 20
@@ -540,6 +541,9 @@ def test_memory_checks(sim):
         expect(rt.aclrtMemcpy(a, 4096, host.ctypes.data, 4096, 7), INVALID_PARAM, "kind 7")
         expect(rt.aclrtMemcpy(a, 100, host.ctypes.data, 4096, H2D), INVALID_PARAM, "destMax")
         expect(rt.aclrtMemcpy(a + 64, 4096, host.ctypes.data, 4096, H2D), RT_PARAM, "past the end")
+        # a count of 0 succeeds before any other check (RT memory.cpp): NULL pointers, a bad kind
+        ok(rt.aclrtMemcpy(None, 0, None, 0, 7))
+        ok(rt.aclrtMemset(None, 0, 0, 0))
         h2d(a, host)
         d2h(back, a)
         assert (back == host).all()
@@ -875,7 +879,7 @@ def test_repeatable_executor_with_address_updates(sim):
         # wrong index / tensor / address
         expect(nn.aclSetInputTensorAddr(ex, 1, smp.go, dgo2), PARAM_INVALID, "index 1")
         expect(nn.aclSetInputTensorAddr(ex, 0, smp.gi, dgo2), PARAM_INVALID, "not the tensor bound")
-        expect(nn.aclSetInputTensorAddr(None, 0, smp.go, dgo2), NULLPTR)
+        expect(nn.aclSetInputTensorAddr(None, 0, smp.go, dgo2), 561103, "executor is NULL")
         host = aligned_host(64)
         ok(nn.aclSetOutputTensorAddr(ex, 0, smp.gi, host.ctypes.data))
         expect(phase2(w, ws, ex, s), PARAM_INVALID, "gradInput", "not inside live device memory")
@@ -1405,6 +1409,10 @@ def test_exit_with_queued_work_does_not_wait_for_it(sim):
     """)
 
 
+@pytest.mark.skipif(os.environ.get("SIM_SANITIZE") == "1",
+                    reason="ASan's allocator (gcc 12's libasan) is not fork-safe: a lock another thread held at the "
+                           "fork stays locked in the child, whose first malloc then hangs; this test runs in the "
+                           "normal tier")
 def test_fork_with_queued_work(sim):
     sim(ASYNC_HELPERS + """
         init(0)

@@ -166,6 +166,7 @@ struct aclOpExecutor {
     int busy;                             /* a phase 2 is between begin and finish */
     int empty;                            /* nothing to launch */
     uint64_t workspace_size;
+    uint64_t phase1;                      /* the phase 1 that made it (per thread: nnopbase.c t_phase1) */
     int nin, nout;
     aclTensor in[CANNSIM_EXEC_MAX_IO];    /* a cache wrapper's copies of the phase-1 descriptors */
     aclTensor out[CANNSIM_EXEC_MAX_IO];

@@ -306,6 +306,11 @@ static size_t g_cache_count;
 static _Atomic int g_cache_on = -1; /* -1: not read from the environment yet */
 static _Atomic uint64_t g_threads;
 static __thread uint64_t t_thread; /* this thread's cache (never reused by a later thread) */
+/* The phase 1 that last ran on this thread: L2_DFX_PHASE_1 -> GetFromCache -> InitExecutorCacheThreadLocal
+   resets the thread's list of the call's tensor storages, which OpExecutorImpl::SetRepeatable then checks the
+   executor's launchers against (OPB op_cache.cpp 226-260, op_executor.cpp 154-184). */
+static __thread uint64_t t_phase1;
+static _Atomic uint64_t g_phase1;
 
 static int cache_on(void) {
     int on = atomic_load(&g_cache_on);
@@ -497,6 +502,7 @@ static aclOpExecutor *executor_new(const char *func, const char *op, const canns
     snprintf(e->op, sizeof e->op, "%s", op);
     snprintf(e->names, sizeof e->names, "%s", io->names ? io->names : "");
     e->workspace_size = workspace_size;
+    e->phase1 = t_phase1;
     e->empty = empty;
     e->wrapper = wrapper;
     e->nin = io->nin;
@@ -540,6 +546,7 @@ CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char 
 
 CANNSIM_API aclOpExecutor *cannsim_cache_lookup(const char *func, const char *op, const cannsim_key *k,
                                                 const cannsim_exec_io *io, uint64_t *ws) {
+    t_phase1 = atomic_fetch_add(&g_phase1, 1) + 1; /* (GetFromCache runs with the cache off too) */
     if (k->overflow || !cache_on()) return NULL;
     uint64_t thread = this_thread(), h = key_hash(k, thread);
     unsigned char opdata[CANNSIM_EXEC_OPDATA];
@@ -705,12 +712,14 @@ CANNSIM_API void cannsim_executor_delete(aclOpExecutor *e) {
 
 CANNSIM_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor) {
     ENTER("aclSetAclOpExecutorRepeatable");
-    if (!executor) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is NULL");
+    /* OPB acl_op_api.cpp 476-488: NULL -> ACLNN_ERR_INNER_NULLPTR */
+    if (!executor) return cannsim_fail(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is NULL");
     cannsim_lock();
     int live = cannsim_handle_live("executor", executor);
     int wrapper = live && executor->wrapper;
-    int refuse = live && !wrapper && !repeatable_on();
-    if (live && !wrapper && !refuse) {
+    int stale = live && !wrapper && executor->phase1 != t_phase1;
+    int refuse = live && !wrapper && !stale && !repeatable_on();
+    if (live && !wrapper && !stale && !refuse) {
         executor->repeatable = 1;
         entry_release(executor, 0); /* SetRepeatable -> RemoveExecCache */
     }
@@ -722,6 +731,13 @@ CANNSIM_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor) {
                             "nnopbase's op cache after an earlier one-shot call of the same shape), not an "
                             "executor: it cannot be made repeatable; run it once, or destroy it",
                             (void *)executor);
+    if (stale) /* OPB op_executor.cpp SetRepeatable: the launchers' tensors are looked up in this thread's list */
+        return cannsim_fail(ACLNN_ERR_INNER,
+                            "aclSetAclOpExecutorRepeatable: executor %p was not made by the last phase 1 on this "
+                            "thread (another thread made it, or a later phase 1 ran here since): its tensors are "
+                            "not in this thread's list of the last call's tensors, so its launchers fail the "
+                            "repeatable check; call it right after the executor's phase 1, on the same thread",
+                            (void *)executor);
     if (refuse)
         return cannsim_fail(ACLNN_ERR_INNER,
                             "aclSetAclOpExecutorRepeatable: executor %p cannot be made repeatable (a kernel "
@@ -732,7 +748,8 @@ CANNSIM_API aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor) {
 
 CANNSIM_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor) {
     ENTER("aclDestroyAclOpExecutor");
-    if (!executor) return ACLNN_SUCCESS;
+    /* OPB acl_op_api.cpp 490-506: NULL is an error, not a no-op */
+    if (!executor) return cannsim_fail(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is NULL");
     cannsim_lock();
     if (!cannsim_handle_live("executor", executor)) {
         cannsim_unlock();
@@ -751,8 +768,9 @@ CANNSIM_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor) {
 }
 
 static aclnnStatus set_addr(const char *func, aclOpExecutor *e, size_t index, aclTensor *tensor, void *addr, int out) {
-    if (!e) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: executor is NULL", func);
-    if (!tensor) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: tensor is NULL", func);
+    /* OPB acl_op_api.cpp 325-352: the tensor is checked first, then the executor; both ACLNN_ERR_INNER_NULLPTR */
+    if (!tensor) return cannsim_fail(ACLNN_ERR_INNER_NULLPTR, "%s: tensor is NULL", func);
+    if (!e) return cannsim_fail(ACLNN_ERR_INNER_NULLPTR, "%s: executor is NULL", func);
     cannsim_lock();
     if (!cannsim_handle_live("executor", e)) {
         cannsim_unlock();

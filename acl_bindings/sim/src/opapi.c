@@ -355,6 +355,20 @@ static void nth_name(const char *names, int i, char *out, size_t n) {
     out[len] = 0;
 }
 
+int opapi_no_kernel_for_soc(char *msg, size_t msglen) {
+    static const char *const legacy[] = {"Ascend910", "Ascend910A", "Ascend910B", "Ascend910ProA", "Ascend910ProB",
+                                         "Ascend910PremiumA"};
+    const char *soc = cannsim_soc_name();
+    for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++)
+        if (strcmp(soc, legacy[i]) == 0) {
+            if (msg)
+                snprintf(msg, msglen, "the operator has no kernel binary for SoC %s (a legacy Ascend910: its kernel "
+                         "directory ascend910/ has none; Atlas A2 is Ascend910B1-B4, B4-1, B2C)", soc);
+            return 1;
+        }
+    return 0;
+}
+
 aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
                          aclOpExecutor *executor, aclrtStream stream, const opapi_kernel *kernel) {
     int rc = cannsim_enter(func);

@@ -87,6 +87,12 @@ typedef struct {
 
 /* Phase 2 of an operator: count the call, start the executor, check the workspace and the tensors'
    memory, queue the kernel on the stream, and consume (or release) the executor. */
+/* Whether the SoC the simulator answers for is a legacy Ascend910 (Ascend910, Ascend910A, the bare Ascend910B,
+   Ascend910ProA/ProB, Ascend910PremiumA), whose kernel directory (ascend910/) has no binary for the upsample
+   operators (cann-abi.md §10.6).  Their phase 1 succeeds (the L0 ignores the failed kernel lookup; no tiling
+   ran, so no workspace), and phase 2 fails with 561000 (OpKernel::Run: no binary).  Writes the message. */
+int opapi_no_kernel_for_soc(char *msg, size_t msglen);
+
 aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
                          aclOpExecutor *executor, aclrtStream stream, const opapi_kernel *kernel);
 

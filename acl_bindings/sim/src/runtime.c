@@ -67,6 +67,18 @@ static ctx_t *ctx_new(int dev, int is_default) {
 static void ctx_destroy_locked(ctx_t *c) {
     pset_del(&g_all_ctx, c);
     if (tl_ctx == c) set_current(NULL);
+    /* RT context.cc Context::TearDown 686-712: the streams created in it go with it (a later use of one is a
+       stale handle).  One at a time: a destroy may release the lock while it drains. */
+    for (;;) {
+        stream_t *owned = NULL;
+        for (size_t i = 0; i < g_streams.cap && !owned; i++) {
+            stream_t *s = (stream_t *)g_streams.slot[i];
+            if (s && s->ctx == c->serial) owned = s;
+        }
+        if (!owned) break;
+        pset_del(&g_streams, owned);
+        stream_destroy_locked(owned);
+    }
     stream_t *s = c->defstream;
     c->defstream = NULL;
     if (s) stream_destroy_locked(s);
@@ -547,6 +559,7 @@ CANNSIM_API aclError aclrtCreateStream(aclrtStream *stream) {
     ctx_t *c = need_ctx("aclrtCreateStream", &rc);
     if (c) {
         stream_t *s = stream_new(c->dev, 0);
+        if (s) s->ctx = c->serial;
         if (!s || pset_add(&g_streams, s)) {
             if (s) stream_destroy_locked(s);
             rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtCreateStream: out of host memory");
@@ -573,6 +586,11 @@ CANNSIM_API aclError aclrtDestroyStream(aclrtStream stream) {
                               "aclrtDestroyStream: stream %p is not a live stream (never created, or already "
                               "destroyed)",
                               stream);
+        } else if (s->ctx != c->serial) { /* RT api_impl.cc ApiImpl::StreamDestroy 1579-1589 */
+            rc = cannsim_fail(ACL_ERROR_RT_STREAM_CONTEXT,
+                              "aclrtDestroyStream: stream %p was created in another context than the current one "
+                              "(device %d): make its context current first",
+                              stream, s->dev);
         } else {
             pset_del(&g_streams, s);
             stream_destroy_locked(s); /* runs the pending work first; a task error is dropped */

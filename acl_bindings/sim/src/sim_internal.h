@@ -121,6 +121,7 @@ struct task {
 struct stream {
     uint64_t serial;
     int dev;
+    uint64_t ctx; /* serial of the context it was created in (a user stream; its teardown destroys it) */
     int is_default;
     int dying;   /* removed from the registries; being destroyed */
     int dead;    /* destroyed; freed when pins reach 0 */

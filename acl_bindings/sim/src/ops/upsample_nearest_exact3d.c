@@ -184,6 +184,7 @@ static int check_params(const aclTensor *self, const arr_copy *osz, const double
    Phase 1 still succeeds: L0 ignores the tiling's status, so the launch tiles again, fails, and nnopbase reports
    561103 there (cann-abi.md §10.4). */
 static int tiling_refuses(const aclOpExecutor *snap, char *msg, size_t msglen) {
+    if (opapi_no_kernel_for_soc(msg, msglen)) return ACLNN_ERR_INNER;
     op_data od;
     memcpy(&od, snap->opdata, sizeof od);
     if (od.soc == SOC_950) return 0;
@@ -369,7 +370,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTen
     if ((rc = opapi_check_memory(P1, tin, 1, tout, 1, NULL, 0, NULL))) return rc;
 
     resolve_ratios(sc, xs + 2, ys + 2, soc, od.r);
-    uint64_t ws = workspace_bytes(ys, soc);
+    uint64_t ws = opapi_no_kernel_for_soc(NULL, 0) ? 0 : workspace_bytes(ys, soc);
     if (ws == UINT64_MAX)
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: the workspace for these sizes does not fit in 64 bits", P1);
     return opapi_phase1_done(P1, OP, &io, &key, ws, 0, &od, sizeof od, workspaceSize, executor);

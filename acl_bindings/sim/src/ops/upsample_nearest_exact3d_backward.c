@@ -127,7 +127,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
     int64_t out3[3] = {go_size[2], go_size[3], go_size[4]};
     int64_t in3[3] = {gi_size[2], gi_size[3], gi_size[4]};
     us3d_resolve_scales(scalesD, scalesH, scalesW, out3, in3, od.scale);
-    uint64_t ws = us3d_workspace_bytes(go_size, gi_size);
+    uint64_t ws = opapi_no_kernel_for_soc(NULL, 0) ? 0 : us3d_workspace_bytes(go_size, gi_size);
     if (ws == UINT64_MAX)
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: the workspace for these sizes does not fit in 64 bits", P1);
     return opapi_phase1_done(P1, OP, &io, &key, ws, 0, &od, sizeof od, workspaceSize, executor);
@@ -167,6 +167,7 @@ static int kernel_task(void *arg, char *msg, size_t msglen) {
    check (user scale where given) lets through.  Phase 1 still succeeds: the L0 op does not look at the
    launcher's status, so the launch tiles again, fails, and nnopbase reports 561103 there. */
 static int tiling_refuses(const aclOpExecutor *snap, char *msg, size_t msglen) {
+    if (opapi_no_kernel_for_soc(msg, msglen)) return ACLNN_ERR_INNER;
     op_data od;
     memcpy(&od, snap->opdata, sizeof od);
     for (int k = 0; od.tiled_on_a2 && k < 3; k++) {
