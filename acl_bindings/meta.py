@@ -72,6 +72,20 @@ def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -
     return int(offset) + sum(max(0, int(st) * (int(n) - 1)) for n, st in zip(shape, strides)) + 1
 
 
+def _check_inside(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, itemsize: int, nbytes: int) -> None:
+    """Refuse a view that reaches outside its buffer: nnopbase never checks an output's extent (its ViewCopy
+    does not Validate, cann-abi.md §8.1), so CANN would write past the buffer."""
+    if any(n == 0 for n in shape):
+        return
+    low = offset + sum(min(0, st * (n - 1)) for n, st in zip(shape, strides))
+    high = view_extent(shape, strides, offset)
+    if low < 0 or high * itemsize > nbytes:
+        raise ValueError(f"shape, strides, offset: the view {list(shape)} (strides {list(strides)}, offset {offset}) "
+                         f"reaches elements {low} to {high - 1}, outside its buffer of {nbytes} bytes "
+                         f"({nbytes // itemsize} elements): it must lie inside (CANN does not check an output's "
+                         "extent: it would write past the buffer)")
+
+
 _EXACT_OVERLAP_LIMIT = 1 << 22  # elements: above this, a layout the quick rule cannot clear is refused
 
 
@@ -134,7 +148,8 @@ class Tensor(Resource):
     dtype:
         numpy dtype (float32, float16, ml_dtypes.bfloat16, int64) or a :class:`DataType`.
     buffer:
-        The :class:`DeviceBuffer` holding the data (kept alive), or None with *address*.
+        The :class:`DeviceBuffer` holding the data (kept alive), or None with *address*.  The view must lie
+        inside it (``ValueError`` otherwise: CANN never checks an output's extent, cann-abi.md §8.1).
     strides:
         Element strides of the view (default: contiguous).
     offset:
@@ -164,6 +179,7 @@ class Tensor(Resource):
         self.format = Format(format)
         if buffer is not None:
             buffer._check_open()
+            _check_inside(self.shape, self.strides, self.offset, _ITEM_SIZES.get(self.acl_dtype, 1), buffer.nbytes)
             address = buffer.ptr
         if storage_dims is not None:
             self.storage_dims = tuple(int(s) for s in storage_dims)

@@ -150,7 +150,7 @@ def _tensor(device: Device, shape: tuple[int, ...] | None, dtype: DataType, fmt:
             held: list[Any]) -> Tensor | None:
     if shape is None:
         return None
-    buf = _buffer(device, shape, 8)
+    buf = _buffer(device, shape, 16)  # (room for the widest dtype a case declares: complex128)
     held.append(buf)
     t = Tensor(shape, dtype, buf, format=fmt)
     held.append(t)

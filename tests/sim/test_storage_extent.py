@@ -115,7 +115,9 @@ def test_raw_default_storage_covers_both(no_leaks, session: Session) -> None:
 
 def test_negative_reach_is_561103(no_leaks, session: Session) -> None:
     with DeviceBuffer(session.device, 4096) as buf, IntArray((2, 2, 2)) as osz, IntArray((1, 1, 1, 1, 1)) as isz:
-        go = Tensor((1, 1, 2, 2, 2), np.float32, buf, strides=(8, 8, 4, 2, -1), offset=0, format=Format.NCDHW)
+        # (a raw address: over the buffer, the binding itself refuses a view that reaches below it)
+        go = Tensor((1, 1, 2, 2, 2), np.float32, address=buf.ptr, strides=(8, 8, 4, 2, -1), offset=0,
+                    format=Format.NCDHW)
         gi = Tensor((1, 1, 1, 1, 1), np.float32, address=buf.ptr + 2048, format=Format.NCDHW)
         with go, gi, pytest.raises(AclError) as err:
             aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(go, osz, isz, 0.0, 0.0, 0.0, gi)
@@ -219,3 +221,24 @@ def test_torch_view_with_a_storage_offset_out_too(no_leaks, session: Session) ->
     assert got is out
     np.testing.assert_array_equal(out.numpy(), _want(g.numpy(), (4, 4, 4), (2, 2, 2, 2, 2)))
     assert (out_base[..., 1:4] == -1.0).all()
+
+
+# ------------------------------------------------------------------------------------------ raw Tensor users
+
+@pytest.mark.parametrize(("shape", "strides", "offset", "words"), [
+    ((1, 1, 4, 4, 5), None, 0, "elements 0 to 79, outside its buffer of 256 bytes (64 elements)"),
+    ((1, 1, 4, 4, 4), None, 1, "elements 1 to 64"),
+    ((1, 1, 2, 2, 2), (8, 8, 4, 2, -1), 0, "elements -1 to"),
+])
+def test_a_tensor_over_a_buffer_must_lie_inside_it(no_leaks, session: Session, shape, strides, offset,
+                                                   words: str) -> None:
+    """CANN never checks an output's extent (cann-abi.md §8.1): the binding refuses a view outside its buffer
+    when the Tensor is made, before any C call could write past it."""
+    with DeviceBuffer(session.device, 256) as buf:
+        made = sim.call_count("aclCreateTensor")
+        with pytest.raises(ValueError, match="shape, strides, offset") as err:
+            Tensor(shape, np.float32, buf, strides=strides, offset=offset, format=Format.NCDHW)
+        assert words in str(err.value)
+        assert sim.call_count("aclCreateTensor") == made
+        with Tensor((1, 1, 4, 4, 4), np.float32, buf, format=Format.NCDHW) as whole:  # exactly the buffer
+            assert whole.storage_dims == (64,)

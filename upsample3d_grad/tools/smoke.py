@@ -141,7 +141,9 @@ def result_digest(result: np.ndarray) -> str:
 def _spec_tensor(spec: checks.TensorSpec | None, buf: DeviceBuffer) -> Tensor | None:
     if spec is None:
         return None
-    return Tensor(spec.shape, DataType(spec.dtype), buf, strides=contiguous_strides(spec.shape),
+    # over the buffer's address, not the buffer: a bad case's view may reach past it (phase 1 refuses it first),
+    # which the binding refuses for a Tensor made over a buffer (contiguous: its storage is never validated)
+    return Tensor(spec.shape, DataType(spec.dtype), address=buf.ptr, strides=contiguous_strides(spec.shape),
                   format=Format(spec.format))
 
 
