@@ -38,6 +38,7 @@ from .errors import (
     LoaderWarning,
     ProcessForkedError,
     SimulatorUnavailableError,
+    TwoRuntimesError,
 )
 from .memory import DeviceBuffer, HostBuffer, host_span
 from .meta import IntArray, Tensor, contiguous_strides
@@ -63,7 +64,7 @@ __all__ = [
     "loaded_backend", "DataType", "Format", "MemAttr", "MemcpyKind", "MemMallocPolicy", "acl_to_dtype",
     "dtype_to_acl", "AclError", "AclMemoryError", "AclnnInnerError", "AclnnParamError", "AclParamError",
     "AclRuntimeError", "AclStateError", "AclTypeError", "BackendFallbackWarning", "LoaderWarning", "ClosedError",
-    "LibraryNotFoundError", "ProcessForkedError",
+    "LibraryNotFoundError", "TwoRuntimesError", "ProcessForkedError",
     "SimulatorUnavailableError", "DeviceBuffer", "HostBuffer", "host_span", "IntArray", "Tensor",
     "contiguous_strides", "Executor", "TwoPhaseOp", "Workspace", "Device", "Event", "Stream", "acl_version",
     "cann_version", "current_context", "device_count", "ensure_initialized", "finalize", "soc_name", "__version__",

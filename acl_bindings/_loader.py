@@ -34,7 +34,7 @@ from pathlib import Path
 
 from . import _config, _dlerror
 from ._search import NNOPBASE_NAME, RUNTIME_NAMES, _locate, _orphans, op_candidates, search_folders
-from .errors import BackendFallbackWarning, LibraryNotFoundError, SimulatorUnavailableError
+from .errors import BackendFallbackWarning, LibraryNotFoundError, SimulatorUnavailableError, TwoRuntimesError
 
 __all__ = ["LibraryInfo", "Backend", "load", "loaded", "SIM_ROOT"]
 
@@ -195,6 +195,34 @@ def _unload(dll: ctypes.CDLL) -> None:
         pass
 
 
+def mapped_libraries(name: str) -> set[str]:
+    """Real paths of the libraries called *name* (``libascendcl.so``) mapped into this process (Linux's
+    ``/proc/self/maps``; empty elsewhere)."""
+    found: set[str] = set()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and os.path.basename(path := parts[5].strip()) == name:
+                    found.add(os.path.realpath(path))
+    except OSError:
+        pass
+    return found
+
+
+def _refuse_a_second_runtime(rt_path: str, rt_name: str, rt_via: str, tried: list[tuple[str, str]]) -> None:
+    """Refuse *rt_path* when another file of that name is already loaded here: this process's libnnopbase and
+    operator libraries would bind to the first one, and calls would be split across two runtimes."""
+    present = mapped_libraries(os.path.basename(rt_path))
+    if present and os.path.realpath(rt_path) not in present:
+        first = sorted(present)[0]
+        raise TwoRuntimesError(
+            f"{rt_name} is already loaded in this process from {first} (by torch_npu or another library), and "
+            f"the loader chose {rt_path} ({rt_via}): two CANN runtimes in one process share no devices, streams "
+            f"or memory. Set ACL_BINDINGS_LIB_DIR={os.path.dirname(first)} (or source the set_env.sh of that "
+            "install) before the first use", tried)
+
+
 def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], requested: str,
                include_custom: bool = True, broken: list[tuple[str, str]] | None = None) -> Backend | None:
     """The first runtime of *folders* that loads with its nnopbase, or None.
@@ -217,6 +245,7 @@ def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], req
             tried.append((rt_dir, why))
             broken.append((rt_dir, why))
             continue
+        _refuse_a_second_runtime(rt_path, rt_name, rt_via, tried)
         rt_dll = _open(rt_path, tried, broken)
         if rt_dll is None:
             continue

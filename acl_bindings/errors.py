@@ -155,6 +155,11 @@ class LibraryNotFoundError(OSError):
         return (type(self), (self.args[0], self.tried))
 
 
+class TwoRuntimesError(LibraryNotFoundError):
+    """Another copy of the CANN runtime is already loaded in this process (by torch_npu, say) from another
+    file than the one the loader chose: the two would share no devices, streams or memory."""
+
+
 class SimulatorUnavailableError(LibraryNotFoundError):
     """The simulator was asked for but is not built (no C compiler at install time)."""
 

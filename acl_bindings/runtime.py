@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import logging
 import os
+import sys
 import threading
 from ctypes import byref, c_int32, c_size_t, c_uint32, c_void_p
 from typing import Any
@@ -38,9 +40,11 @@ from .enums import MemAttr
 from .errors import AclError, AclParamError, ClosedError, ProcessForkedError
 
 __all__ = [
-    "ensure_initialized", "finalize", "device_count", "soc_name", "cann_version", "acl_version",
-    "current_context", "Device",
+    "ensure_initialized", "initialized_first", "finalize", "device_count", "soc_name", "cann_version",
+    "acl_version", "current_context", "Device",
 ]
+
+_log = logging.getLogger("acl_bindings")
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -63,7 +67,8 @@ def ensure_initialized() -> None:
     """Call ``aclInit(NULL)`` once per process (thread-safe).  Wraps: aclInit.
 
     Both 0 and 100002 (initialised already, by another component) hold one reference,
-    released at exit (see the module docstring).  After :func:`finalize` it raises
+    released at exit (see the module docstring).  Where torch_npu is imported already, it
+    initialises first (``torch_npu.npu.init()``), with its own config.  After :func:`finalize` it raises
     :class:`AclError` (100001): nothing made then could be released.
     """
     global _initialized, _first
@@ -80,6 +85,7 @@ def ensure_initialized() -> None:
                 "nothing made after that could be released")
         if _initialized:
             return
+        _torch_npu_first()
         try:
             lib.aclInit(None)
             _first = True
@@ -90,6 +96,24 @@ def ensure_initialized() -> None:
         STATE.pid = os.getpid()  # from now on a forked child must not use ACL
         _initialized = True
         atexit.register(_finalize_at_exit)
+
+
+def _torch_npu_first() -> None:
+    """Where torch_npu is imported already, let it initialise ACL first: it calls ``aclInit`` with its own
+    config (acl.json) at its first device use, and a 100002 there would lose that config (cann-abi.md §9.4)."""
+    torch_npu = sys.modules.get("torch_npu")
+    init = getattr(getattr(torch_npu, "npu", None), "init", None)
+    if init is None:
+        return
+    try:
+        init()
+    except Exception as exc:  # torch_npu that cannot start (no device): ours is then the first aclInit
+        _log.debug("torch_npu.npu.init() failed before aclInit: %s", exc)
+
+
+def initialized_first() -> bool:
+    """Whether this package's ``aclInit`` was the process's first (it returned 0, not 100002)."""
+    return _initialized and _first
 
 
 def finalize() -> None:

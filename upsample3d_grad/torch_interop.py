@@ -23,14 +23,14 @@ NPU tensors (``torch_npu``)
     was read from source, not verified on hardware; if a torch_npu release changed
     it, run with ``TASK_QUEUE_ENABLE=0`` or call ``torch.npu.current_stream().synchronize()``
     before this function.  The binding must use the same CANN runtime library that
-    torch_npu loaded; :func:`~upsample3d_grad.functional.backward_torch` checks that with ``/proc/self/maps``.
+    torch_npu loaded: the loader refuses another one (:class:`acl_bindings.TwoRuntimesError`).
 
     This path needs a real NPU: it is tested in ``tests/npu``.
 """
 
 from __future__ import annotations
 
-import os
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -38,6 +38,7 @@ import numpy as np
 from acl_bindings import AclnnParamError, dtype_to_acl, load_backend
 from acl_bindings.engine import run_once
 from acl_bindings.enums import BFLOAT16
+from acl_bindings.runtime import initialized_first
 from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, tensor_to_numpy, torch_module
 
 from . import checks
@@ -75,42 +76,6 @@ def describe_tensor(t: Any) -> TorchDescription:
 
 # --------------------------------------------------------------------------- NPU tensors (torch_npu)
 
-def _mapped_runtimes() -> set[str]:
-    """Real paths of CANN runtime libraries mapped into this process (Linux)."""
-    found: set[str] = set()
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                parts = line.split(None, 5)
-                path = parts[5].strip() if len(parts) == 6 else ""
-                if path.endswith(("/libascendcl.so", "/libacl_rt.so")):
-                    found.add(os.path.realpath(path))
-    except OSError:
-        pass
-    return found
-
-
-#: The runtimes found to be torch_npu's (read once per process: /proc/self/maps costs 1-2 ms)
-_SAME_RUNTIME: set[str] = set()
-
-
-def _check_same_runtime(backend: Any) -> None:
-    ours = os.path.realpath(backend.runtime.path)
-    if ours in _SAME_RUNTIME:
-        return
-    if backend.kind != "cann" and ours not in _mapped_runtimes():  # torch_npu on the simulator maps ours
-        raise RuntimeError("the tensor lives on an NPU but acl_bindings loaded the CPU simulator "
-                           f"({backend.runtime.path}); set ACL_BINDINGS_BACKEND=cann (or auto) and source CANN's "
-                           "set_env.sh before the first use")
-    mapped = _mapped_runtimes()
-    others = {p for p in mapped if os.path.basename(p) == os.path.basename(ours) and p != ours}
-    if others and ours not in mapped:
-        raise RuntimeError(f"acl_bindings loaded {ours} but torch_npu uses {sorted(others)}: two CANN runtimes in "
-                           "one process do not share devices or streams. Set ACL_BINDINGS_LIB_DIR to "
-                           f"{os.path.dirname(sorted(others)[0])}")
-    _SAME_RUNTIME.add(ours)
-
-
 def _npu_format(t: Any) -> int | None:
     try:
         import torch_npu
@@ -125,6 +90,19 @@ def _npu_format(t: Any) -> int | None:
         return None
 
 
+_order_warned = [False]
+
+
+def _warn_if_initialized_before_torch_npu() -> None:
+    """Once per process: this package's aclInit came before torch_npu's, which then got 100002 and dropped
+    its ACL config (acl.json; on CANN >= 8.3 its lazy set-device mode's default device too)."""
+    if initialized_first() and not _order_warned[0]:
+        _order_warned[0] = True
+        warnings.warn("upsample3d_grad initialised ACL before torch_npu did, so torch_npu's aclInit got 100002 and "
+                      "its ACL config (acl.json) was not applied: import torch_npu before the first call of this "
+                      "package (it then lets torch_npu initialise first)", RuntimeWarning, stacklevel=4)
+
+
 def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]:
     """torch and torch_npu, after checking that the tensors are plain-format tensors on one NPU of the runtime
     this binding loaded (names in errors from *tensors*; *func* names the phase-1 function)."""
@@ -133,7 +111,8 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
         import torch_npu
     except ImportError as exc:
         raise ImportError(f"{tensors[0][0]} is on an NPU but torch_npu cannot be imported") from exc
-    _check_same_runtime(load_backend())
+    load_backend()  # (the loader refuses a second CANN runtime beside torch_npu's: TwoRuntimesError)
+    _warn_if_initialized_before_torch_npu()
     device = tensors[0][1].device
     for name, t in tensors:
         if t is None:

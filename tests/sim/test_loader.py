@@ -358,3 +358,40 @@ def test_simulator_unavailable_message(tmp_path: Path) -> None:
     assert proc.returncode == 3  # no library loads: the CLI's code
     assert "simulator is unavailable: no C compiler found" in proc.stdout
     assert "Install a C compiler" in proc.stdout
+
+
+# ------------------------------------------------------------------------------- two runtimes (issue 25 item 9)
+
+FIRST_CLIENT = textwrap.dedent("""
+    import ctypes, json, os, sys
+    # another client (torch_npu does this through LD_LIBRARY_PATH) loaded its runtime first
+    ctypes.CDLL(os.environ["FIRST_RUNTIME"], mode=ctypes.RTLD_GLOBAL)
+    import acl_bindings
+    try:
+        b = acl_bindings.load_backend()
+    except acl_bindings.TwoRuntimesError as exc:
+        print(json.dumps({"refused": str(exc), "is_not_found": isinstance(exc, acl_bindings.LibraryNotFoundError)}))
+        sys.exit(0)
+    print(json.dumps({"runtime": b.runtime.path, "kind": b.kind}))
+""")
+
+
+def test_a_runtime_loaded_first_from_another_file_is_refused_naming_both(tmp_path: Path) -> None:
+    other = tmp_path / "other" / "lib64"
+    shutil.copytree(sim.LIB64, other)
+    proc = _run(FIRST_CLIENT, FIRST_RUNTIME=str(other / "libascendcl.so"), ACL_BINDINGS_LIB_DIR=str(sim.ROOT))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["is_not_found"], got
+    text = got["refused"]
+    assert str(other / "libascendcl.so") in text and str(sim.LIB64 / "libascendcl.so") in text, text
+    assert f"ACL_BINDINGS_LIB_DIR={other}" in text, text
+
+
+def test_the_same_runtime_loaded_first_is_shared(tmp_path: Path) -> None:
+    link = tmp_path / "lib64"
+    link.symlink_to(sim.LIB64, target_is_directory=True)  # another path to the same file
+    proc = _run(FIRST_CLIENT, FIRST_RUNTIME=str(link / "libascendcl.so"), ACL_BINDINGS_LIB_DIR=str(sim.ROOT))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"runtime": str(sim.LIB64 / "libascendcl.so"), "kind": "sim"}, got

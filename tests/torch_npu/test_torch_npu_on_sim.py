@@ -135,7 +135,28 @@ y = F.interpolate(xn, size=(4, 5, 6), mode="nearest-exact")
 torch.npu.synchronize()
 out["fwd_calls"] = delta(sim, c)
 out["fwd_equal"] = bool(np.array_equal(y.cpu().numpy(), ref_fwd(x.numpy(), (4, 5, 6))))
-out["pkg_fwd_equal"] = bool(np.array_equal(forward_torch(xn, (4, 5, 6)).cpu().numpy(), y.cpu().numpy()))
+import warnings
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    out["pkg_fwd_equal"] = bool(np.array_equal(forward_torch(xn, (4, 5, 6)).cpu().numpy(), y.cpu().numpy()))
+    forward_torch(xn, (4, 5, 6))  # (said once)
+out["warnings"] = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+print("RESULT " + json.dumps(out))
+"""
+
+# torch_npu imported, not used yet, when the package makes its first call: the package lets torch_npu initialise
+# ACL first (with its config), and its own aclInit answers 100002.
+TORCH_NPU_IMPORTED = _PRELUDE + r"""
+import torch, torch_npu
+import acl_bindings
+from acl_bindings import sim
+from upsample3d_grad.functional import upsample_nearest_exact3d_backward
+before = sim.call_count("aclInit")
+r = upsample_nearest_exact3d_backward(np.ones((1, 1, 4, 4, 4), np.float32), (4, 4, 4), (1, 1, 2, 2, 2))
+out = {"pkg_numpy_sum": float(np.asarray(r).sum()), "inits": sim.call_count("aclInit") - before,
+       "package_first": acl_bindings.runtime.initialized_first()}
+xn = torch.ones(1, 1, 2, 2, 2).npu()
+out["npu_sum"] = float(torch.nn.functional.interpolate(xn, size=(4, 4, 4), mode="nearest-exact").sum().cpu())
 print("RESULT " + json.dumps(out))
 """
 
@@ -161,6 +182,11 @@ def _run(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict
 @pytest.fixture(scope="module")
 def torch_npu_first(tmp_path_factory: pytest.TempPathFactory):
     return _run(TORCH_NPU_FIRST, tmp_path_factory.mktemp("torch_npu_first"))
+
+
+@pytest.fixture(scope="module")
+def torch_npu_imported(tmp_path_factory: pytest.TempPathFactory):
+    return _run(TORCH_NPU_IMPORTED, tmp_path_factory.mktemp("torch_npu_imported"))
 
 
 @pytest.fixture(scope="module")
@@ -231,5 +257,17 @@ def test_package_first_exits_cleanly(package_first) -> None:
     assert report["aclInit"] == 2
     assert report["aclFinalize"] == 0 and report["aclFinalizeReference"] == 1
     assert report["initialized_at_exit"] is True and report["init_references_at_exit"] == 1
+    assert report["used_after_torn_down_under_them"] == 0
+    assert "cannsim:" not in proc.stderr, proc.stderr
+    # torch_npu's config was lost: said once, with the fix
+    assert len(out["warnings"]) == 1 and "import torch_npu before the first call" in out["warnings"][0], out
+
+
+def test_with_torch_npu_imported_torch_npu_initialises_first(torch_npu_imported) -> None:
+    proc, out, report = torch_npu_imported
+    assert out["pkg_numpy_sum"] == 64.0
+    assert out["inits"] == 2 and out["package_first"] is False  # torch_npu's aclInit, then ours (100002)
+    assert out["npu_sum"] == 64.0
+    assert report["aclFinalize"] == 1 and report["aclFinalizeReference"] == 1  # torch_npu owns the runtime
     assert report["used_after_torn_down_under_them"] == 0
     assert "cannsim:" not in proc.stderr, proc.stderr
