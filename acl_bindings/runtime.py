@@ -1,18 +1,13 @@
 """Process init, devices and contexts.
 
-* :func:`ensure_initialized` calls ``aclInit`` once per process.  ``aclInit`` is
-  reference-counted (cann-abi.md §8.2): a 100002, because another component (torch_npu,
-  say) initialised first, is success and still counts one reference.  At exit this module
-  releases its one reference with ``aclFinalizeReference`` where the runtime exports it
-  (the runtime is torn down only when no user is left).  Where it does not, nothing is
-  finalised at exit: a plain ``aclFinalize`` tears the runtime down under every other user,
-  and without the count no library can know whether another one initialised after it.
-  :func:`finalize` releases the reference now.
+* :func:`ensure_initialized` calls ``aclInit`` once per process; a 100002 (another component,
+  torch_npu say, initialised first) is success and still holds one reference (cann-abi.md §8.2),
+  released at exit with ``aclFinalizeReference`` where the runtime exports it, never with a plain
+  ``aclFinalize`` that would tear the runtime down under every other user (see :func:`finalize`).
 * :class:`Device` sets a device and remembers its context.  :meth:`Device.active` is the
   device guard: it makes the device's context current on the calling thread and, on every
-  exit path, makes the thread's previous context current again (cann-abi.md §8.3: the
-  current context decides the device, and other libraries, torch_npu among them, rely on
-  theirs staying current).
+  exit path, makes the thread's previous context current again (cann-abi.md §8.3: other
+  libraries, torch_npu among them, rely on theirs staying current).
 
 Streams and events are in :mod:`acl_bindings.streams`.
 
@@ -101,12 +96,10 @@ def ensure_initialized() -> None:
 def _torch_npu_first() -> None:
     """Where torch_npu is imported already, let it initialise ACL first: it calls ``aclInit`` with its own
     config (acl.json) at its first device use, and a 100002 there would lose that config (cann-abi.md §9.4)."""
-    torch_npu = sys.modules.get("torch_npu")
-    init = getattr(getattr(torch_npu, "npu", None), "init", None)
-    if init is None:
-        return
+    init = getattr(getattr(sys.modules.get("torch_npu"), "npu", None), "init", None)
     try:
-        init()
+        if init is not None:
+            init()
     except Exception as exc:  # torch_npu that cannot start (no device): ours is then the first aclInit
         _log.debug("torch_npu.npu.init() failed before aclInit: %s", exc)
 
@@ -372,21 +365,16 @@ class Device(Resource):
         return _Guard(self)
 
     def activate(self) -> None:
-        """Make this device's context current on the calling thread, and leave it so.
-
-        For code that then calls the raw functions itself; the objects of this package use
-        :meth:`active` instead.  Wraps: aclrtGetCurrentContext, aclrtSetCurrentContext.
-        """
+        """Make this device's context current on the calling thread, and leave it so (for code that calls
+        the raw functions itself; this package uses :meth:`active`).  Wraps: aclrtSetCurrentContext."""
         _check_fork()
         self._check_open()
         if current_context() != self.context:
             _set_current(self.context)
 
     def is_current(self) -> bool:
-        """Whether this device's context is the calling thread's current one (read from the runtime).
-
-        False in a forked child, so that :meth:`activate` then raises there.
-        """
+        """Whether this device's context is the calling thread's current one (read from the runtime);
+        False in a forked child, so that :meth:`activate` then raises there."""
         try:
             return not _forked[0] and current_context() == self.context
         except AclError:

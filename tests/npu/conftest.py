@@ -149,6 +149,24 @@ def npu_backend(torch_npu_mod: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
+def torch_on_npu(torch_npu_mod: Any, npu_backend: Any, soc: str) -> Any:
+    """torch, once torch_npu is proved to run the aclnn kernels on the NPU (tests/_kernel_proof.py): a comparison
+    with op-plugin's CPU fallback would prove nothing.  Skips when torch_npu is not installed."""
+    if torch_npu_mod is None:
+        pytest.skip("torch_npu is not installed")
+    import torch
+
+    from tests._kernel_proof import cpu_fallback_evidence
+    from upsample3d_grad.reference.forward import soc_family
+
+    evidence = cpu_fallback_evidence(torch, f"npu:{DEVICE}", soc_family(soc))
+    if evidence:
+        pytest.fail("torch_npu did not run the aclnn kernels, so comparing with it proves nothing: "
+                    + "; ".join(evidence), pytrace=False)
+    return torch
+
+
+@pytest.fixture(scope="session")
 def soc(npu_backend: Any) -> str:
     """The SoC name reported by the runtime."""
     from acl_bindings import soc_name

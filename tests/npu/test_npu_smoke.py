@@ -162,12 +162,21 @@ def test_sample_port_example(npu_backend: Any, run_cli: Any) -> None:
 # --------------------------------------------------------------------------- torch_npu
 
 @pytest.fixture(scope="module")
-def torch(torch_npu_mod: Any, npu_backend: Any) -> Any:
+def torch(torch_on_npu: Any) -> Any:
+    return torch_on_npu
+
+
+def test_torch_npu_runs_the_aclnn_kernels_on_the_npu(torch_npu_mod: Any, npu_backend: Any, soc: str) -> None:
+    """At a tie torch_npu's result is the NPU kernels' law, not torch's CPU one: op-plugin's CPU fallback did not
+    run (tests/_kernel_proof.py), so the comparisons with torch_npu below are between two NPU runs."""
     if torch_npu_mod is None:
         pytest.skip("torch_npu is not installed")
     import torch as torch_module
 
-    return torch_module
+    from tests._kernel_proof import cpu_fallback_evidence
+    from upsample3d_grad.reference.forward import soc_family
+
+    assert cpu_fallback_evidence(torch_module, f"npu:{DEVICE}", soc_family(soc)) == []
 
 
 def _npu(torch: Any, a: np.ndarray) -> Any:

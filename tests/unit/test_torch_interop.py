@@ -176,3 +176,13 @@ def test_backward_torch_property(backend, n, c, i, o, tdtype, transpose) -> None
     got = backward_torch(g, o, (n, c, *i), return_type="numpy")
     want = reference.upsample_nearest_exact3d_backward(tensor_to_numpy(g), o, (n, c, *i))
     assert _close(got, want)
+
+
+def test_the_npu_kernel_proof_fires_on_a_cpu_computation() -> None:
+    """tests/npu trusts a comparison with torch_npu only once tests/_kernel_proof.py finds no CPU computation; run on
+    the CPU, which is what op-plugin's fallback does, it names both operators."""
+    from tests._kernel_proof import cpu_fallback_evidence
+
+    evidence = cpu_fallback_evidence(torch, "cpu")
+    assert len(evidence) == 2 and all("op-plugin's CPU fallback ran" in e for e in evidence), evidence
+    assert "Backward" in evidence[0] and "aclnnUpsampleNearestExact3d)" in evidence[1]
