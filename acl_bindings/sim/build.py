@@ -101,7 +101,7 @@ NNOPBASE_SOURCES = ("nnopbase.c", "nnopbase_scalar.c")
 STUB_LIBRARIES = ("hccl", "ge_runner", "graph", "acl_tdt_channel", "atb", "acl_op_compiler")
 #: The folders of a CANN install that torch_npu wants under ASCEND_HOME_PATH (python -m acl_bindings.sim env).
 LAYOUT_DIRS = ("runtime", "compiler", "opp")
-OPAPI_SOURCES = ("opapi.c",)
+OPAPI_SOURCES = ("opapi.c", "ws_plan.c")
 
 
 def _sources() -> dict[str, list[Path]]:

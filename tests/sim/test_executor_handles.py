@@ -174,7 +174,7 @@ def test_every_binding_path_keeps_its_objects_until_phase2(no_leaks, op_cache: b
                             np.testing.assert_array_equal(gi.download(), want)
         torch = pytest.importorskip("torch")
         with Session(0) as s, DeviceBuffer(s.device, SAMPLE.nbytes) as gbuf, DeviceBuffer(s.device, 64) as ibuf, \
-                DeviceBuffer(s.device, 1 << 16) as wbuf:
+                DeviceBuffer(s.device, 1 << 25) as wbuf:
             gbuf.upload(SAMPLE)
             g = torch.frombuffer((ctypes.c_char * gbuf.nbytes).from_address(gbuf.ptr), dtype=torch.float32)
             o = torch.frombuffer((ctypes.c_char * ibuf.nbytes).from_address(ibuf.ptr), dtype=torch.float32)

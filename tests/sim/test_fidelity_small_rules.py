@@ -39,12 +39,15 @@ def test_raw_copies_and_memsets_of_0_bytes_succeed_before_any_check(raw) -> None
             ok(rt.aclrtMemcpy(None, 0, None, 0, kind))
             ok(rt.aclrtMemcpyAsync(None, 0, host.ctypes.data, 0, kind, s))
         ok(rt.aclrtMemset(None, 0, 0, 0))
+        ok(rt.aclrtMemsetAsync(None, 0, 0, 0, s))
+        ok(rt.aclrtMemsetAsync(None, 0, 0, 0, vp(0x1234)))   # not a stream: not looked at either
         expect(rt.aclrtMemcpy(None, 4, host.ctypes.data, 4, H2D), INVALID_PARAM, "NULL")  # 1 byte: checked
         expect(rt.aclrtMemset(None, 4, 0, 4), INVALID_PARAM, "NULL")
         ok(rt.aclrtDestroyStream(s))
         # before any context too: the count is the first thing looked at
         ok(rt.aclrtResetDevice(0))
         ok(rt.aclrtMemcpy(None, 0, None, 0, H2D))
+        ok(rt.aclrtMemsetAsync(None, 0, 0, 0, None))
     """)
 
 
@@ -261,3 +264,129 @@ def test_binding_on_a_legacy_910_fails_with_the_soc_named(no_leaks, session: Ses
     with Session(0) as a2:
         np.testing.assert_array_equal(a2.backward(go, (2, 2, 2), (2, 2, 1, 1, 1)),
                                       reference.upsample_nearest_exact3d_backward(go, (2, 2, 2), (2, 2, 1, 1, 1)))
+
+
+# ------------------------------------------------------------------------------- the op cache's key (item 7)
+
+def test_raw_the_op_cache_key_holds_the_deterministic_level_and_dump_turns_caching_off(raw) -> None:
+    """A phase 1 after a one-shot run of the same call is a cache wrapper (SetRepeatable refuses it, 561000);
+    one under another deterministic level, or while the operator dump is on, is a fresh executor."""
+    raw("""
+        from simh import _decl
+        _decl(rt, "aclrtSetSysParamOpt", C.c_int, [C.c_int, i64])
+        for name in ("aclmdlInitDump", "aclmdlFinalizeDump"):
+            _decl(rt, name, C.c_int, [])
+        _decl(rt, "aclmdlSetDump", C.c_int, [C.c_char_p])
+        DETERMINISTIC, STRONG_CONSISTENCY = 0, 2
+        init(0)
+        s = stream()
+
+        def is_wrapper():
+            smp = Sample(np)
+            _, ex = smp.phase1()
+            rc = nn.aclSetAclOpExecutorRepeatable(ex)
+            assert rc in (0, 561000), rc
+            ok(nn.aclDestroyAclOpExecutor(ex))
+            smp.release()
+            return rc == 561000
+
+        assert run_sample(np, s) == [36.0, 100.0, 164.0, 228.0]   # a one-shot run: its entry is usable now
+        assert is_wrapper()
+        ok(rt.aclrtSetSysParamOpt(DETERMINISTIC, 1))
+        assert not is_wrapper()                                    # level 1: another key
+        assert run_sample(np, s) == [36.0, 100.0, 164.0, 228.0]   # an entry at level 1
+        assert is_wrapper()
+        ok(rt.aclrtSetSysParamOpt(STRONG_CONSISTENCY, 1))
+        assert not is_wrapper()                                    # level 2 (1 with strong consistency)
+        ok(rt.aclrtSetSysParamOpt(STRONG_CONSISTENCY, 0))
+        ok(rt.aclrtSetSysParamOpt(DETERMINISTIC, 0))
+        assert is_wrapper()                                        # level 0's entry is still there
+
+        ok(rt.aclmdlInitDump())
+        ok(rt.aclmdlSetDump(b"dump.json"))
+        assert not is_wrapper()                                    # the operator dump is on: no cache
+        assert run_sample(np, s) == [36.0, 100.0, 164.0, 228.0]
+        ok(rt.aclmdlFinalizeDump())
+        assert is_wrapper()
+        ok(rt.aclrtDestroyStream(s))
+    """)
+
+
+# ------------------------------------------------------------------------------- workspace sizes (item 7)
+
+MIB16 = 16 << 20
+
+
+def _plan(*sizes: int) -> int:
+    """nnopbase's bucket sizes: each tensor + 32 bytes, rounded up to 512 (memory_allocator.cpp Align)."""
+    return sum((n + 32 + 511) // 512 * 512 for n in sizes)
+
+
+# (gradOut, gradInput NCDHW sizes, layout, dtype, the A2/A3 tiling's ask worked out by hand from
+# upsample_nearest3d_grad_tiling.cpp, the workspace tensors the executor plans)
+BACKWARD_WORKSPACES = [
+    # the sample: real scales 2, slide 64, K = min(133, 2) = 2, one core per pass; W and H passes keep
+    # 16 and 8 intermediate elements; (16 + 8 + 64 * 2 * 1) * 4 bytes + 16 MiB
+    ((2, 2, 2, 2, 2), (2, 2, 1, 1, 1), "NCDHW", np.float32, [608 + MIB16]),
+    # float16: Cast to float32 (32 elements), the kernel, its float32 result (4), the Cast back (the user's)
+    ((2, 2, 2, 2, 2), (2, 2, 1, 1, 1), "NCDHW", np.float16, [128, 608 + MIB16, 16]),
+    # NDHWC: Transpose to NCDHW (128 bytes), the kernel, its result (16), the Transpose back (the user's)
+    ((2, 2, 2, 2, 2), (2, 2, 1, 1, 1), "NDHWC", np.float32, [128, 608 + MIB16, 16]),
+    # only W resized (1 -> 2): 5 slides of 64 over 24 cores: 5 groups of min(24 // 5, ceil(1000 / 250)) = 4
+    # cores, 20 used; K = 133; no intermediate matrix: 64 * 133 * 20 * 4 bytes + 16 MiB
+    ((1, 1, 10, 100, 640), (1, 1, 10, 100, 320), "NCDHW", np.float32, [64 * 133 * 20 * 4 + MIB16]),
+    # 30 slides: at least one per core, so all 24 are used
+    ((1, 1, 1, 1, 3840), (1, 1, 1, 1, 1920), "NCDHW", np.float32, [64 * 133 * 24 * 4 + MIB16]),
+]
+
+
+@pytest.mark.parametrize("case", BACKWARD_WORKSPACES, ids=lambda c: f"{c[1]}-{c[2]}-{np.dtype(c[3])}")
+def test_binding_backward_workspace_is_the_one_cann_plans(no_leaks, session: Session, case) -> None:
+    go_size, gi_size, layout, dtype, tensors = case
+    shape = go_size if layout == "NCDHW" else (go_size[0], *go_size[2:], go_size[1])
+    go = np.ones(shape, dtype)
+    gi = session.backward(go, go_size[2:], gi_size, layout=layout)
+    assert session.last_workspace_size == _plan(*tensors)
+    want = reference.upsample_nearest_exact3d_backward(go.astype(np.float32), go_size[2:], gi_size, layout=layout)
+    np.testing.assert_array_equal(gi.astype(np.float32), want)  # the kernel's own scratch is host memory
+
+
+def test_raw_a_non_contiguous_result_keeps_viewcopys_source_in_the_workspace(raw) -> None:
+    """ViewCopy into a non-contiguous gradInput copies from a result the workspace holds (16 bytes here)."""
+    raw(f"""
+        init(0)
+        s = stream()
+        smp = Sample(np)
+        big = malloc(64)
+        ok(rt.aclrtMemset(big, 64, 0, 64))
+        strided = tensor([2, 2, 1, 1, 1], big, strides=[4, 2, 1, 1, 1], storage=[16])   # every other element
+        rc, ws, ex = phase1(smp.go, smp.osz, smp.isz, strided)
+        ok(rc)
+        assert ws == {_plan(608 + MIB16, 16)}, ws
+        w = malloc(ws)
+        ok(phase2(w, ws, ex, s))
+        ok(rt.aclrtSynchronizeStream(s))
+        out = np.zeros(16, np.float32)
+        d2h(out, big)
+        assert out[:8:2].tolist() == [36.0, 100.0, 164.0, 228.0], out
+        assert not out[1:8:2].any() and not out[8:].any(), out    # nothing between or after
+        ok(rt.aclrtFree(w))
+        ok(nn.aclDestroyTensor(strided))
+        ok(rt.aclrtFree(big))
+        smp.release()
+        ok(rt.aclrtDestroyStream(s))
+    """)
+
+
+def test_binding_forward_workspace_is_the_one_cann_plans(no_leaks, session: Session, monkeypatch) -> None:
+    """The forward's tiling asks for 0 bytes on Atlas A2/A3 (a 0-byte workspace tensor: 512 planned), 16 MiB on
+    Ascend950; the backward's on Ascend950 is 16 MiB too, and it computes in the input's dtype (no Cast)."""
+    x = np.ones((1, 1, 2, 2, 2), np.float32)
+    assert session.forward(x, (4, 4, 4)).sum() == 64
+    assert session.last_workspace_size == _plan(0)
+    monkeypatch.setenv("CANN_SIM_SOC", "Ascend950PR_SIMULATED")
+    with Session(0) as s950:
+        assert s950.forward(x, (4, 4, 4)).sum() == 64
+        assert s950.last_workspace_size == _plan(MIB16)
+        s950.backward(np.ones((2, 2, 2, 2, 2), np.float16), (2, 2, 2), (2, 2, 1, 1, 1))
+        assert s950.last_workspace_size == _plan(MIB16)

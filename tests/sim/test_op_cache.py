@@ -52,7 +52,7 @@ class _Raw:
         self.gi = Tensor((2, 2, 1, 1, 1), np.float32, self.gi_buf, format=Format.NCDHW)
         self.osz, self.isz = IntArray(OUT3), IntArray(IN5)
         self.scales = scales
-        self.ws = DeviceBuffer(session.device, 1 << 16)
+        self.ws = DeviceBuffer(session.device, 1 << 25)  # (phase 1 asks for 16 MiB and more)
 
     def phase1(self) -> tuple[int, Any]:
         return aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(self.go, self.osz, self.isz, *self.scales,

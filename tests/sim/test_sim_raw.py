@@ -1009,7 +1009,7 @@ def test_memory_of_another_device_is_refused(sim):
     would fault, or touch the other device's memory), while the same calls on the device's own memory run."""
     sim("""
         init(1)
-        d1 = malloc(4096)                                     # device 1's memory
+        d1 = malloc(1 << 25)                                  # device 1's memory (room for a workspace)
         ok(rt.aclrtSetDevice(0))                              # device 0's context is current from here on
         host = np.arange(64, dtype=np.float32)
         for call, role in ((lambda: rt.aclrtMemcpy(d1, 256, host.ctypes.data, 256, H2D), "destination"),

@@ -155,7 +155,8 @@ def test_a_reused_or_grown_workspace_needs_no_sync(no_leaks: None, session: Sess
         session.backward(go, *BIG, out=out)  # grows the workspace while the small kernels are queued
         assert session.last_workspace_size > small_ws
         assert sim.call_count("aclrtSynchronizeStream") == syncs  # growth: nothing waited for either
-        with session.upload(SAMPLE):  # the outgrown block's size: it must not be handed out yet
+        outgrown = np.zeros((1, 1, 1, 1, small_ws // 4), np.float32)
+        with session.upload(outgrown):  # the outgrown block's size: it must not be handed out yet
             pass
         np.testing.assert_allclose(out.download(), reference.upsample_nearest_exact3d_backward(g, *BIG),
                                    rtol=1e-5, atol=1e-5)
@@ -169,11 +170,13 @@ def test_without_the_stream_order_a_grown_workspace_is_reused_too_early(
         no_leaks: None, deferred: None, session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
     go, out = session.upload(SAMPLE), session.empty(ARGS[1])
     session.backward(go, *ARGS, out=out)  # queued, using the small workspace
+    small_ws = session.last_workspace_size
     big_go, big_out = session.upload(_big_input(2)), session.empty(BIG[1])
     monkeypatch.setattr(StreamClock, "ready_mark", lambda self: self.done)  # "idle at once"
     session.backward(big_go, *BIG, out=big_out)  # the small workspace goes back to the cache
-    with pytest.raises(AclRuntimeError) as info:
-        session.upload(SAMPLE)  # handed the small workspace's block, which the queued kernel still uses
+    assert session.last_workspace_size > small_ws
+    with pytest.raises(AclRuntimeError) as info:  # handed the small workspace's block, which the queued kernel uses
+        session.upload(np.zeros((1, 1, 1, 1, small_ws // 4), np.float32))
     _pending_error(info, "aclrtMemcpy", "overwriting")
     del info
     monkeypatch.undo()

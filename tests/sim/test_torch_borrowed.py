@@ -43,7 +43,7 @@ def test_strided_view_with_offset_in_borrowed_memory(session: Session, no_leaks,
     item = host.itemsize
     with DeviceBuffer(session.device, host.nbytes) as go_buf, \
             DeviceBuffer(session.device, int(np.prod(gi_shape)) * item + 64) as gi_buf, \
-            DeviceBuffer(session.device, 1 << 20) as ws_buf:
+            DeviceBuffer(session.device, 1 << 25) as ws_buf:
         go_buf.upload(host)
         gi_buf.memset(0)
         base = over(go_buf, tdtype).view(big_shape)
@@ -111,7 +111,7 @@ def test_the_forward_on_borrowed_memory(session: Session, no_leaks, layout: str)
     fmt = Format.NCDHW if layout == "NCDHW" else Format.NDHWC
     with DeviceBuffer(session.device, host.nbytes) as x_buf, \
             DeviceBuffer(session.device, int(np.prod(y_shape)) * 4) as y_buf, \
-            DeviceBuffer(session.device, 1 << 20) as ws_buf:
+            DeviceBuffer(session.device, 1 << 25) as ws_buf:
         x_buf.upload(host)
         x_t, y_t = over(x_buf, torch.float32).view(x_shape), over(y_buf, torch.float32).view(y_shape)
         values = (describe_tensor(x_t).arg(fmt), (41, 7, 5), 0.0, 0.0, 0.0, describe_tensor(y_t).arg(fmt))

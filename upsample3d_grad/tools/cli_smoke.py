@@ -176,8 +176,14 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
                         print(f"[device {dev}] {line.rstrip()}", flush=True)
 
             threads = [threading.Thread(target=pump, args=(dev, proc), daemon=True) for dev, proc, _ in children]
-            for t in threads:
-                t.start()
+            # a Ctrl-C raised inside Thread.start() breaks its Condition (CPython then raises RuntimeError, not
+            # KeyboardInterrupt): SIGINT is held back while the pumps start (they inherit the mask) and comes after
+            _hold_sigint(True)
+            try:
+                for t in threads:
+                    t.start()
+            finally:
+                _hold_sigint(False)
             for _, proc, _ in children:
                 proc.wait()
         except KeyboardInterrupt:
@@ -207,6 +213,12 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
     if args.json and not _write_json(args.json, merged):
         return EXIT_FAIL
     return EXIT_OK if s["ok"] and not failed_children else EXIT_FAIL
+
+
+def _hold_sigint(hold: bool) -> None:
+    """Block (hold) or unblock SIGINT on this thread, where the platform can (a pending one is delivered on unblock)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK if hold else signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _read_child_reports(children: Sequence[tuple[int, subprocess.Popen[str], str]]

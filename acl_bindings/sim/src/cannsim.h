@@ -246,6 +246,15 @@ typedef struct {
 CANNSIM_API int cannsim_launch(const char *func, aclrtStream stream, cannsim_task_fn run,
                                void (*destroy)(void *), void *arg, const cannsim_ref *refs, int nrefs);
 
+/* The simulated device's core counts, which phase 1 reads when no core limit is set for the thread (OPB
+   op_executor.cpp InitL2Phase1Context; the simulator exports no aclrtSetStreamResLimit): 24 cube and 48 vector
+   cores, the counts of the Atlas A2 platform file shown in Ascend/torchair docs/context/limit_core_num.md. */
+#define CANNSIM_CUBE_CORES 24
+#define CANNSIM_VECTOR_CORES 48
+/* Phase 1's deterministic level and whether the operator dump is on (runtime; rt_torch_npu.c). */
+CANNSIM_API int64_t cannsim_deterministic_level(void);
+CANNSIM_API int cannsim_op_dump_on(void);
+
 /* ---------------------------------------------------------------- internal API (libnnopbase) */
 /* Create and register an executor referring to io's handles; NULL with message on failure. */
 CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char *op, const cannsim_exec_io *io,

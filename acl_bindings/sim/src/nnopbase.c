@@ -380,7 +380,15 @@ CANNSIM_API void cannsim_key_init(cannsim_key *k, const char *op) {
     k->len = 0;
     k->overflow = 0;
     cannsim_key_bytes(k, op, strlen(op) + 1);
+    /* AddOpConfigInfoToBuf (OPB op_cache.cpp): the thread's core counts and the deterministic level */
+    const uint32_t cores[2] = {CANNSIM_CUBE_CORES, CANNSIM_VECTOR_CORES};
+    const uint8_t level = (uint8_t)cannsim_deterministic_level();
+    cannsim_key_bytes(k, cores, sizeof cores);
+    cannsim_key_bytes(k, &level, sizeof level);
 }
+
+/* CheckCacheable (OPB op_cache.cpp): no phase 1 is cached while the operator dump is on. */
+static int cacheable(void) { return cache_on() && !cannsim_op_dump_on(); }
 
 CANNSIM_API void cannsim_key_bytes(cannsim_key *k, const void *p, size_t n) {
     if (k->overflow || n > CANNSIM_KEY_MAX - k->len) {
@@ -452,7 +460,7 @@ static struct cannsim_cache_entry *entry_find(const cannsim_key *k, uint64_t thr
 }
 
 CANNSIM_API void cannsim_cache_add(aclOpExecutor *e, const cannsim_key *k) {
-    if (!e || k->overflow || !cache_on()) return;
+    if (!e || k->overflow || !cacheable()) return;
     uint64_t thread = this_thread(), h = key_hash(k, thread);
     struct cannsim_cache_entry *c = calloc(1, sizeof *c + k->len);
     if (!c) return; /* not cached: nothing else changes */
@@ -547,7 +555,7 @@ CANNSIM_API aclOpExecutor *cannsim_executor_create(const char *func, const char 
 CANNSIM_API aclOpExecutor *cannsim_cache_lookup(const char *func, const char *op, const cannsim_key *k,
                                                 const cannsim_exec_io *io, uint64_t *ws) {
     t_phase1 = atomic_fetch_add(&g_phase1, 1) + 1; /* (GetFromCache runs with the cache off too) */
-    if (k->overflow || !cache_on()) return NULL;
+    if (k->overflow || !cacheable()) return NULL;
     uint64_t thread = this_thread(), h = key_hash(k, thread);
     unsigned char opdata[CANNSIM_EXEC_OPDATA];
     uint64_t size = 0;

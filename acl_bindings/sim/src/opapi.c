@@ -55,9 +55,8 @@ static int view_bytes(const aclTensor *t, int itemsize, const char **lo, uint64_
     return 0;
 }
 
-/* nnopbase's IsContiguous (OPB src/nnopbase/composite_op/utils/tensor_view_utils.cpp): a tensor with 0 or 1
-   elements is contiguous; otherwise the strides of the dims longer than 1 must be the row-major ones. */
-static int view_is_contiguous(const aclTensor *t) {
+/* (OPB src/nnopbase/composite_op/utils/tensor_view_utils.cpp) */
+int opapi_view_is_contiguous(const aclTensor *t) {
     int64_t numel = 1;
     for (int64_t i = 0; i < t->ndim; i++) {
         if (t->dims[i] == 0) return 1;
@@ -79,7 +78,7 @@ static int view_is_contiguous(const aclTensor *t) {
    there makes phase 1 return ACLNN_ERR_INNER_NULLPTR (an operator's CHECK_RET after Contiguous / ViewCopy, e.g.
    OCV aclnn_upsample_nearest_exact3d_backward.cpp).  Returns 0, or 561103 with a message naming the tensor. */
 int opapi_check_view_in_storage(const char *func, const char *name, const aclTensor *t) {
-    if (view_is_contiguous(t)) return 0;
+    if (opapi_view_is_contiguous(t)) return 0;
     int64_t mx = t->offset, mn = t->offset, storage = 1;
     int overflow = 0;
     for (int64_t i = 0; i < t->ndim; i++) {

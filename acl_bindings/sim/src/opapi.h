@@ -102,4 +102,26 @@ aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint
 int opapi_check_view_copy_format(const char *func, const char *in_name, const aclTensor *in, const char *out_name,
                                  const aclTensor *out);
 
+/* nnopbase's IsContiguous: 0 or 1 elements, or row-major strides on every dim longer than 1. */
+int opapi_view_is_contiguous(const aclTensor *t);
+
+/* The workspace phase 1 reports, planned as nnopbase plans it (ws_plan.c; cann-abi.md §10.8).  A step is one
+   kernel of the executor, in launch order: the workspace its tiling asks for (has_workspace: it asks at all),
+   its output's bytes, and whether that output is the user's tensor (to_user) rather than an intermediate that
+   the next step reads.  Returns UINT64_MAX when the size does not fit in 64 bits. */
+#define OPAPI_MAX_STEPS 8
+typedef struct {
+    uint64_t workspace;
+    int has_workspace;
+    uint64_t output;
+    int to_user;
+} opapi_step;
+uint64_t opapi_ws_plan(const opapi_step *steps, int n);
+
+/* The plan of an upsample operator's chain from in to out (the user's tensors): l0op::Contiguous of in,
+   a Transpose to NCDHW (NDHWC), a Cast to float32 (to_float: float16/bfloat16 on Atlas A2/A3), the kernel
+   (asking for kernel_ws), the way back, then ViewCopy into out, which only repoints the last result when out is
+   contiguous. */
+uint64_t opapi_upsample_workspace(const aclTensor *in, const aclTensor *out, uint64_t kernel_ws, int to_float);
+
 #endif /* CANNSIM_OPAPI_H */

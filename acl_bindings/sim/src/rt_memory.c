@@ -393,6 +393,7 @@ static int set_task_run(void *arg, char *msg, size_t msglen) {
 
 CANNSIM_API aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
     ENTER("aclrtMemsetAsync");
+    if (count == 0) return ACL_SUCCESS; /* RT memory.cpp aclrtMemsetAsyncImpl 742: before any other check */
     int rc = 0;
     pthread_mutex_lock(&g_mu);
     ctx_t *c = need_ctx("aclrtMemsetAsync", &rc);

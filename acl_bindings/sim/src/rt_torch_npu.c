@@ -12,6 +12,7 @@
  * libtorch_npu.so at load (Python loads extensions with RTLD_NOW); torch_npu's scenario never calls them.
  */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include "sim_internal.h"
 
 #include <stdarg.h>
@@ -99,6 +100,16 @@ static int check_opt(const char *func, int opt, int ctx) {
     if (opt < 0 || opt >= n)
         return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: opt %d is not an aclSysParamOpt in 0..%d", func, opt, n - 1);
     return 0;
+}
+
+/* Phase 1's deterministic level (OPB op_executor.cpp GetDeterministicLevelFromRt): ACL_OPT_DETERMINISTIC, and 2
+   when it is 1 with ACL_OPT_STRONG_CONSISTENCY on.  Read without counting a call (CANN reads it with
+   aclrtGetSysParamOpt; the simulator's call counters stay those of the caller's own calls). */
+CANNSIM_API int64_t cannsim_deterministic_level(void) {
+    pthread_mutex_lock(&g_mu);
+    int64_t level = g_sys_opt[0] == 1 && g_sys_opt[2] == 1 ? 2 : g_sys_opt[0];
+    pthread_mutex_unlock(&g_mu);
+    return level;
 }
 
 CANNSIM_API aclError aclrtGetSysParamOpt(int opt, int64_t *value) {
@@ -209,10 +220,23 @@ NOT_SUPPORTED(aclopSetAttrListListInt, (void *attr, const char *name, int num, c
                                         const int64_t *const values[]))
 
 /* ====================================================================== dump, profiling, logging (no-ops) */
-/* Model dump (aclmdl*Dump): a documented no-op, there is nothing to dump. */
+/* Dump (aclmdl*Dump): nothing is dumped, but the operator dump switch is modelled, because nnopbase caches no
+   phase 1 while it is on (OPB op_cache.cpp CheckCacheable; bridge_dfx.cpp IsDumpEnable reads adump's operator
+   switch).  The simulator reads no config: a successful aclmdlSetDump turns it on, aclmdlFinalizeDump off. */
+static _Atomic int g_op_dump;
+CANNSIM_API int cannsim_op_dump_on(void) { return atomic_load(&g_op_dump); }
 CANNSIM_API aclError aclmdlInitDump(void) { ENTER("aclmdlInitDump"); return ACL_SUCCESS; }
-CANNSIM_API aclError aclmdlSetDump(const char *dumpCfgPath) { (void)dumpCfgPath; ENTER("aclmdlSetDump"); return ACL_SUCCESS; }
-CANNSIM_API aclError aclmdlFinalizeDump(void) { ENTER("aclmdlFinalizeDump"); return ACL_SUCCESS; }
+CANNSIM_API aclError aclmdlSetDump(const char *dumpCfgPath) {
+    (void)dumpCfgPath;
+    ENTER("aclmdlSetDump");
+    atomic_store(&g_op_dump, 1);
+    return ACL_SUCCESS;
+}
+CANNSIM_API aclError aclmdlFinalizeDump(void) {
+    ENTER("aclmdlFinalizeDump");
+    atomic_store(&g_op_dump, 0);
+    return ACL_SUCCESS;
+}
 
 /* aclAppLog (acl_base_rt.h): CANN writes it to its log files; the simulator prints it on stderr when
    ASCEND_SLOG_PRINT_TO_STDOUT=1 (CANN's switch for printing logs), else drops it. */

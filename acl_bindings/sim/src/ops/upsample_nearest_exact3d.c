@@ -8,7 +8,8 @@
  * dtype (per SoC), the elements (sizes > 0, C > 0, the scale band when all three scales are > 0) before the rank
  * and shape, N == 0 as an empty success; then, stricter than the device, the tensors' storage (561103), the A2/A3
  * tiling's INT32_MAX limits, and the memory (161002).  It resolves the ratios r_k as the simulated SoC does
- * (facts §3.5) and asks for a workspace (the kernel's index tables, plus the tiling's own ask).  Phase 2 queues
+ * (facts §3.5) and reports the workspace CANN plans (cann-abi.md §10.8; 512 bytes for a contiguous NCDHW pair on
+ * Atlas A2/A3); the kernel's index tables are its own host memory.  Phase 2 queues
  * the kernel on the stream: out[n,c,od,oh,ow] = self[n,c,f_D(od),f_H(oh),f_W(ow)] with
  * f(o) = min(floor(f32(f32(o + 0.5) * r)), I - 1) in float32 (facts §4.3), a bit copy in every dtype (§4.4).
  *
@@ -238,21 +239,17 @@ typedef struct {
     int64_t xs[5], xst[5], ys[5], yst[5]; /* logical NCDHW sizes and element strides */
     const char *x;
     char *y;
-    int64_t *tab;  /* f_D (oD entries), f_H (oH), f_W (oW), in the workspace */
+    int64_t *tab;  /* f_D (oD entries), f_H (oH), f_W (oW): the kernel's own host scratch */
     float r[3];
     int ceil_law;
 } fwd_args;
 
-/* Workspace: the three index tables, 64-byte aligned; plus what the tiling asks for (facts §3.2, §3.3). */
-static uint64_t workspace_bytes(const int64_t ys[5], int soc) {
-    uint64_t t = (uint64_t)ys[2] + (uint64_t)ys[3] + (uint64_t)ys[4], b;
-    if (__builtin_mul_overflow(t, 8u, &b) || __builtin_add_overflow(b, 64u, &b)) return UINT64_MAX;
-    uint64_t tiling = soc == SOC_950 ? 16 * MIB : soc == SOC_310P ? 32 * MIB : 0;
-    return __builtin_add_overflow(b, tiling, &b) ? UINT64_MAX : b;
-}
+/* The tiling's workspace ask: 0 on Atlas A2/A3 (DAV_2201), 32 MiB on the other SoCs of that tiling, 16 MiB on
+   Ascend950's (OCV upsample_nearest3d_tiling.cpp getWorkSpace, upsample_nearest3d_tiling_arch35.cpp; §10.8). */
+static uint64_t tiling_workspace(int soc) { return soc == SOC_950 ? 16 * MIB : soc == SOC_310P ? 32 * MIB : 0; }
 
 static void *make_args(const aclOpExecutor *snap, void *workspace, uint64_t workspaceSize) {
-    (void)workspaceSize; /* phase 2 checked it against phase 1's size */
+    (void)workspace, (void)workspaceSize; /* checked and held by phase 2; the kernel's scratch is its own */
     op_data od;
     memcpy(&od, snap->opdata, sizeof od);
     fwd_args *a = calloc(1, sizeof *a);
@@ -263,10 +260,21 @@ static void *make_args(const aclOpExecutor *snap, void *workspace, uint64_t work
     opapi_ncdhw(y, od.ndhwc, a->ys, a->yst);
     a->x = (const char *)x->data + (uint64_t)x->offset * (uint64_t)a->esz;
     a->y = (char *)y->data + (uint64_t)y->offset * (uint64_t)a->esz;
-    a->tab = (int64_t *)(void *)((char *)workspace + (64 - (uintptr_t)workspace % 64) % 64);
+    const uint64_t entries = (uint64_t)a->ys[2] + (uint64_t)a->ys[3] + (uint64_t)a->ys[4];
+    a->tab = entries <= SIZE_MAX / sizeof(int64_t) ? malloc((size_t)entries * sizeof(int64_t) + 1) : NULL;
+    if (!a->tab) {
+        free(a);
+        return NULL; /* out of host memory: phase 2 says so */
+    }
     memcpy(a->r, od.r, sizeof a->r);
     a->ceil_law = od.ceil_law;
     return a;
+}
+
+static void destroy_args(void *arg) {
+    fwd_args *a = arg;
+    free(a->tab);
+    free(a);
 }
 
 static int kernel_task(void *arg, char *msg, size_t msglen) {
@@ -296,7 +304,7 @@ static int kernel_task(void *arg, char *msg, size_t msglen) {
     return 0;
 }
 
-static const opapi_kernel k_kernel = {make_args, kernel_task, free, tiling_refuses};
+static const opapi_kernel k_kernel = {make_args, kernel_task, destroy_args, tiling_refuses};
 
 /* ------------------------------------------------------------------------------------------ entry points */
 CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTensor *self,
@@ -370,7 +378,7 @@ CANNSIM_API aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTen
     if ((rc = opapi_check_memory(P1, tin, 1, tout, 1, NULL, 0, NULL))) return rc;
 
     resolve_ratios(sc, xs + 2, ys + 2, soc, od.r);
-    uint64_t ws = opapi_no_kernel_for_soc(NULL, 0) ? 0 : workspace_bytes(ys, soc);
+    uint64_t ws = opapi_no_kernel_for_soc(NULL, 0) ? 0 : opapi_upsample_workspace(&x, &y, tiling_workspace(soc), 0);
     if (ws == UINT64_MAX)
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: the workspace for these sizes does not fit in 64 bits", P1);
     return opapi_phase1_done(P1, OP, &io, &key, ws, 0, &od, sizeof od, workspaceSize, executor);
