@@ -70,7 +70,7 @@ class DeviceArray:
         self.acl_format = self.layout_format(layout)
         #: The storage the aclTensor declares: 1-D, the buffer's whole element count (cann-abi.md §8.1)
         self.storage_dims = (buffer.nbytes // self.dtype.itemsize,)
-        #: How the operator's calls describe this array (:class:`acl_bindings.calls.TensorArg`)
+        #: How the operator's calls describe this array (:class:`acl_bindings.meta.TensorArg`)
         self.arg = TensorArg(shape, self.dtype, strides, offset, int(self.acl_format), self.storage_dims, buffer.ptr)
         self._tensor: Optional[Tensor] = None
 

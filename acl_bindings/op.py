@@ -6,7 +6,7 @@ aclOpExecutor *executor, aclrtStream stream)``.  :class:`TwoPhaseOp` declares bo
 from the operator's name and its **argument schema**: phase 1's arguments in order, each
 an input tensor, an output tensor, an int array or a double (:func:`input_tensor`,
 :func:`output_tensor`, :func:`int_array`, :func:`double`).  The schema gives the C
-argtypes, and tells :mod:`acl_bindings.calls` (which runs any declared operator, as a
+argtypes, and tells :mod:`acl_bindings.engine` (which runs any declared operator, as a
 repeatable plan or one-shot) which tensor is input or output *k* of the executor::
 
     OP = TwoPhaseOp("UpsampleNearestExact3d", (
@@ -283,17 +283,6 @@ class TwoPhaseOp:
         if fn is None:
             fn = self._phase2_fn = lib.unchecked(self.phase2_name)
         return fn
-
-    def __call__(self, *args: Any, stream: Stream, workspace: Workspace, keep: tuple[Any, ...] = ()) -> int:
-        """One-shot call: phase 1, reserve the workspace, phase 2 on *stream*.  Returns the workspace size."""
-        size, executor = self.get_workspace_size(*args, keep=keep)
-        try:
-            address = workspace.reserve(size)
-        except BaseException:
-            executor.close()
-            raise
-        self.execute(address, size, executor, stream)
-        return size
 
     def __repr__(self) -> str:
         return f"<TwoPhaseOp aclnn{self.name}>"

@@ -50,7 +50,7 @@ class Session:
         The device to use (``aclrtSetDevice``).
     plans:
         Keep a repeatable executor per call shape and only update addresses on later
-        calls (see :mod:`acl_bindings.calls`).  ``False``: every call runs both phases.
+        calls (see :mod:`acl_bindings.engine`).  ``False``: every call runs both phases.
 
     :meth:`run` runs any declared operator on the session's device arrays; an operator package
     adds its own entry points (and its :class:`DeviceArray` subclass, :attr:`array_type`).

@@ -6,7 +6,7 @@
   on another device, naming the parameter.
 * :class:`TensorDescription` describes a tensor's memory to aclnn the way torch_npu does (cann-abi.md
   §1.3): the storage's base pointer, the tensor's sizes, element strides and storage offset, and a
-  1-D storage shape; its ``arg(format)`` is the :class:`acl_bindings.calls.TensorArg` that :mod:`acl_bindings.calls`
+  1-D storage shape; its ``arg(format)`` is the :class:`acl_bindings.meta.TensorArg` that :mod:`acl_bindings.engine`
   runs any declared operator on (the memory stays the caller's).
 """
 
@@ -142,7 +142,7 @@ class TensorDescription:
         self.address = int(storage.data_ptr())
 
     def arg(self, format: int) -> TensorArg:
-        """This description in aclFormat *format*, as :mod:`acl_bindings.calls` takes a tensor argument."""
+        """This description in aclFormat *format*, as :mod:`acl_bindings.engine` takes a tensor argument."""
         return TensorArg(self.shape, self.dtype, self.strides, self.offset, int(format), self.storage_dims,
                          self.address)
 

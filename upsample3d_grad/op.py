@@ -8,7 +8,7 @@
     aclOpExecutor *executor, aclrtStream stream);``
 
 This module holds, in one place, what is particular to the operator's binding: its name and
-argument schema (:data:`OP`, run by the generic :mod:`acl_bindings.calls` on every path), its
+argument schema (:data:`OP`, run by the generic :mod:`acl_bindings.engine` on every path), its
 layout-to-shape rule (:func:`layout_format`, :func:`physical_shape`, :func:`result_shape`), and the
 faithful two-phase wrappers.  The host checks are in :mod:`upsample3d_grad.checks`.
 """

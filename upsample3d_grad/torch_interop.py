@@ -48,8 +48,8 @@ from .forward import result_shape
 from .forward_checks import check_forward_params
 from .op import OP
 
-__all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "run_on_storage",
-           "run_borrowed", "is_tensor", "host_view"]
+__all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "run_borrowed", "is_tensor",
+           "host_view"]
 
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
 _PLAIN_FORMATS = (2, 27, 30)
@@ -192,27 +192,17 @@ def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None,
     return out
 
 
-def run_on_storage(go: TorchDescription, gi: TorchDescription, output_size: Sequence[int],
-                   input_size: Sequence[int], scales: tuple[float, float, float], fmt: Any,
-                   workspace: Callable[[int], tuple[int, Any]], stream: Callable[[], int]) -> int:
-    """Run the operator on memory described by *go* and *gi*, which this function does not own.
-
-    Both phases of the faithful API, with aclTensors over the described storage (no copy).
-    *workspace(n)* returns ``(address, keepalive)`` of at least *n* device bytes; the
-    keepalive is dropped after the launch, so it must be stream-ordered memory (a torch
-    tensor from the caching allocator, say).  *stream()* returns the raw ``aclrtStream``;
-    it is called last, right before phase 2.  Nothing is synchronised.  Returns the
-    workspace size.  Used for NPU tensors by :func:`~upsample3d_grad.functional.backward_torch`; the simulator tests
-    drive it with torch tensors over simulator device memory.
-    """
-    values = (go.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), *scales,
-              gi.arg(fmt))
-    return run_borrowed(OP, values, workspace, stream)
-
-
 def run_borrowed(op: Any, values: tuple[Any, ...], workspace: Callable[[int], tuple[int, Any]],
                  stream: Callable[[], int]) -> int:
-    """One-shot call of *op* on borrowed memory (*values* in its schema order; see :func:`run_on_storage`)."""
+    """One-shot call of *op* on memory this function does not own (*values* in its schema order, tensors as
+    :meth:`TorchDescription.arg` gives them: aclTensors over the described storage, no copy).
+
+    *workspace(n)* returns ``(address, keepalive)`` of at least *n* device bytes; the keepalive is dropped after
+    the launch, so it must be stream-ordered memory (a torch tensor from the caching allocator, say).
+    *stream()* returns the raw ``aclrtStream``; it is called last, right before phase 2.  Nothing is
+    synchronised.  Returns the workspace size.  The NPU path of :func:`~upsample3d_grad.functional.backward_torch`
+    and ``forward_torch`` uses it; the simulator tests drive it with torch tensors over simulator device memory.
+    """
     keep: list[Any] = []
 
     def reserve(n: int) -> int:

@@ -20,7 +20,8 @@ from upsample3d_grad._api import (
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )
-from upsample3d_grad.torch_interop import TorchDescription, run_on_storage
+from upsample3d_grad.op import OP
+from upsample3d_grad.torch_interop import TorchDescription, run_borrowed
 
 SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
 OUT3, IN5 = (2, 2, 2), (2, 2, 1, 1, 1)
@@ -179,9 +180,9 @@ def test_every_binding_path_keeps_its_objects_until_phase2(no_leaks, op_cache: b
             g = torch.frombuffer((ctypes.c_char * gbuf.nbytes).from_address(gbuf.ptr), dtype=torch.float32)
             o = torch.frombuffer((ctypes.c_char * ibuf.nbytes).from_address(ibuf.ptr), dtype=torch.float32)
             for _ in range(3):
-                run_on_storage(TorchDescription(g.view(2, 2, 2, 2, 2)), TorchDescription(o[:4].view(2, 2, 1, 1, 1)),
-                               OUT3, IN5, (0.0, 0.0, 0.0), Format.NCDHW, lambda n: (wbuf.ptr, None),
-                               lambda: int(s.stream.handle))
+                values = (TorchDescription(g.view(2, 2, 2, 2, 2)).arg(Format.NCDHW), OUT3, IN5, 0.0, 0.0, 0.0,
+                          TorchDescription(o[:4].view(2, 2, 1, 1, 1)).arg(Format.NCDHW))
+                run_borrowed(OP, values, lambda n: (wbuf.ptr, None), lambda: int(s.stream.handle))
                 s.stream.synchronize()
                 assert o[:4].tolist() == EXPECTED
     finally:

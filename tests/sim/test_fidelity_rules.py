@@ -131,9 +131,10 @@ def test_every_binding_path_keeps_view_offsets_out_of_the_address(no_leaks, plan
 
 
 def test_torch_views_over_device_memory_keep_their_offset_out_of_the_address(no_leaks, session: Session) -> None:
-    """The NPU-tensor path (``run_on_storage``), driven with torch views over simulator device memory."""
+    """The NPU-tensor path (``run_borrowed``), driven with torch views over simulator device memory."""
     torch = pytest.importorskip("torch")
-    from upsample3d_grad.torch_interop import TorchDescription, run_on_storage
+    from upsample3d_grad.op import OP
+    from upsample3d_grad.torch_interop import TorchDescription, run_borrowed
 
     in5, out3 = (1, 2, 2, 2, 2), (4, 4, 4)
     host = (np.arange(1 * 2 * 4 * 4 * 9, dtype=np.float32).reshape(1, 2, 4, 4, 9) % 5)
@@ -154,8 +155,9 @@ def test_torch_views_over_device_memory_keep_their_offset_out_of_the_address(no_
         for t in (g, out):
             d = TorchDescription(t)
             assert d.offset * 4 % 32 != 0 and d.address % 32 == 0, d
-        run_on_storage(TorchDescription(g), TorchDescription(out), out3, in5, (0.0, 0.0, 0.0), Format.NCDHW,
-                       workspace, lambda: int(session.stream.handle))
+        fmt = Format.NCDHW
+        values = (TorchDescription(g).arg(fmt), out3, in5, 0.0, 0.0, 0.0, TorchDescription(out).arg(fmt))
+        run_borrowed(OP, values, workspace, lambda: int(session.stream.handle))
         session.stream.synchronize()
         np.testing.assert_array_equal(out.numpy(), want)
     for space in spaces:

@@ -65,6 +65,18 @@ def _buffer(device: Device, shape: tuple[int, ...], itemsize: int = 4) -> Device
     return DeviceBuffer(device, max(64, int(np.prod(shape)) * itemsize))
 
 
+def _one_shot(op, *args, stream: Stream, workspace: Workspace, keep=()) -> int:
+    """Phase 1, the workspace, phase 2 on *stream* (the faithful pair); returns the workspace size."""
+    size, executor = op.get_workspace_size(*args, keep=keep)
+    try:
+        address = workspace.reserve(size)
+    except BaseException:
+        executor.close()
+        raise
+    op.execute(address, size, executor, stream)
+    return size
+
+
 def forward(device: Device, stream: Stream, x: np.ndarray, output_size: tuple[int, int, int],
             scales: tuple[float, float, float] = (0.0, 0.0, 0.0), layout: str = "NCDHW") -> tuple[np.ndarray, int]:
     """Run the simulated forward on *x* (contiguous, in *layout*); returns (out, workspace size)."""
@@ -77,7 +89,7 @@ def forward(device: Device, stream: Stream, x: np.ndarray, output_size: tuple[in
         with tx, ty, IntArray(output_size) as osz:
             workspace = Workspace(device, stream)
             try:
-                size = OP(tx, osz, *scales, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
+                size = _one_shot(OP, tx, osz, *scales, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
                 stream.synchronize()
             finally:
                 workspace.release()
@@ -299,7 +311,7 @@ def test_strided_views_are_gathered_through_their_strides(gpu: Any) -> None:
         ty = Tensor((2, 3, 7, 3, 11), np.float32, by, strides=(1, 2, 2 * 3, 2 * 3 * 7, 2 * 3 * 7 * 3))
         with tx, ty, IntArray((7, 3, 11)) as osz:
             workspace = Workspace(device, stream)
-            OP(tx, osz, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
+            _one_shot(OP, tx, osz, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
             stream.synchronize()
             workspace.release()
         by.download(y_phys)
@@ -353,7 +365,7 @@ def _one_call(device: Device, stream: Stream, tx: Tensor, ty: Tensor, osz: tuple
     with IntArray(osz) as arr:
         workspace = Workspace(device, stream)
         try:
-            OP(tx, arr, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, arr))
+            _one_shot(OP, tx, arr, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, arr))
             stream.synchronize()
         finally:
             workspace.release()
@@ -425,7 +437,7 @@ def test_phase2_queues_the_kernel_and_guards_its_memory(gpu: Any) -> None:
             tx, ty = Tensor(x.shape, np.float32, bx), Tensor((1, 1, 4, 4, 4), np.float32, by)
             with tx, ty:
                 workspace = Workspace(device, stream)
-                OP(tx, osz, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
+                _one_shot(OP, tx, osz, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
                 y = np.full((1, 1, 4, 4, 4), -1.0, np.float32)
                 with pytest.raises(AclError) as info:
                     by.download(y)  # the kernel has not run yet: reading what it writes races it
@@ -531,7 +543,7 @@ def test_the_op_cache_answers_a_repeated_call_shape(gpu: Any) -> None:
 def forward_one_shot(device: Device, stream: Stream, tx: Tensor, ty: Tensor, osz: IntArray) -> None:
     """One phase 1 and phase 2 of the forward on existing handles, synchronised."""
     workspace = Workspace(device, stream)
-    OP(tx, osz, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
+    _one_shot(OP, tx, osz, 0.0, 0.0, 0.0, ty, stream=stream, workspace=workspace, keep=(tx, ty, osz))
     stream.synchronize()
     workspace.release()
 
@@ -548,7 +560,8 @@ def _adjoint_gap(device: Device, stream: Stream, x: np.ndarray, g: np.ndarray,
         tg, tgi = Tensor(g.shape, np.float32, bg), Tensor(x.shape, np.float32, bgi)
         with tg, tgi, IntArray(out3) as osz, IntArray(x.shape) as isz:
             workspace = Workspace(device, stream)
-            BACKWARD(tg, osz, isz, 0.0, 0.0, 0.0, tgi, stream=stream, workspace=workspace, keep=(tg, tgi, osz, isz))
+            _one_shot(BACKWARD, tg, osz, isz, 0.0, 0.0, 0.0, tgi, stream=stream, workspace=workspace,
+                      keep=(tg, tgi, osz, isz))
             stream.synchronize()
             workspace.release()
         bx = bgi.download(np.zeros_like(x))

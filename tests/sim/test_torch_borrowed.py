@@ -2,7 +2,7 @@
 
 On an NPU, ``backward_torch`` describes torch_npu tensors to aclnn by their storage base
 pointer, strides, storage offset and a 1-D storage shape, and runs both phases on memory it
-does not own (:func:`upsample3d_grad.torch_interop.run_on_storage`).  The simulator's device
+does not own (:func:`upsample3d_grad.torch_interop.run_borrowed`).  The simulator's device
 memory is host memory, so a CPU torch tensor can be laid over a simulator device buffer
 (``torch.frombuffer``) and the very same function run on it.  torch_npu itself, its
 stream and its allocator are covered in tests/npu.
@@ -17,7 +17,8 @@ import pytest
 
 from acl_bindings import DeviceBuffer, Format
 from upsample3d_grad import Session, reference
-from upsample3d_grad.torch_interop import describe_tensor, run_on_storage, tensor_to_numpy
+from upsample3d_grad.op import OP
+from upsample3d_grad.torch_interop import describe_tensor, run_borrowed, tensor_to_numpy
 
 torch = pytest.importorskip("torch")
 
@@ -60,9 +61,9 @@ def test_strided_view_with_offset_in_borrowed_memory(session: Session, no_leaks,
             assert nbytes <= ws_buf.nbytes
             return ws_buf.ptr, None
 
-        size = run_on_storage(go_desc, gi_desc, o, (n, c, *i), (0.0, 0.0, 0.0),
-                              Format.NCDHW if layout == "NCDHW" else Format.NDHWC, workspace,
-                              lambda: session.stream.handle)
+        fmt = Format.NCDHW if layout == "NCDHW" else Format.NDHWC
+        size = run_borrowed(OP, (go_desc.arg(fmt), o, (n, c, *i), 0.0, 0.0, 0.0, gi_desc.arg(fmt)), workspace,
+                            lambda: session.stream.handle)
         assert asked == ([size] if size else [])
         session.synchronize()
         got = np.empty(int(np.prod(gi_shape)) + 16, ndtype)
@@ -75,7 +76,7 @@ def test_strided_view_with_offset_in_borrowed_memory(session: Session, no_leaks,
         del base, go_t, gi_t  # the buffers outlive every tensor over them
 
 
-def test_run_on_storage_raises_cann_codes_and_releases(session: Session, no_leaks) -> None:
+def test_run_borrowed_raises_cann_codes_and_releases(session: Session, no_leaks) -> None:
     from acl_bindings import AclnnParamError
 
     with DeviceBuffer(session.device, 4096) as buf:
@@ -83,8 +84,8 @@ def test_run_on_storage_raises_cann_codes_and_releases(session: Session, no_leak
         go = describe_tensor(t[:480].view(2, 2, 6, 4, 5))
         gi = describe_tensor(t[480:600].view(2, 2, 3, 2, 5))
         with pytest.raises(AclnnParamError) as info:  # outputSize W=6 does not match gradOut: CANN's own check
-            run_on_storage(go, gi, (6, 4, 6), (2, 2, 3, 2, 5), (0.0, 0.0, 0.0), Format.NCDHW,
-                           lambda n: (buf.ptr, None), lambda: session.stream.handle)
+            run_borrowed(OP, (go.arg(Format.NCDHW), (6, 4, 6), (2, 2, 3, 2, 5), 0.0, 0.0, 0.0, gi.arg(Format.NCDHW)),
+                         lambda n: (buf.ptr, None), lambda: session.stream.handle)
         assert info.value.code == 161002
         del t
     # no_leaks: the tensors, int arrays and executor were all released despite the error
