@@ -7,6 +7,7 @@ import os
 import pytest
 
 from acl_bindings import _config, sim
+from tests.sim.test_sim_raw import harness_dir, run_py, sim_build  # noqa: F401  (the raw harness's fixtures)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -57,3 +58,13 @@ def no_leaks():
     gc.collect()
     after = sim.live_handles()
     assert after == before, {k: (before[k], after[k]) for k in after if after[k] != before[k]}
+
+
+@pytest.fixture()
+def raw(sim_build, harness_dir):  # noqa: F811  (fixtures imported above)
+    """Callable running a raw ctypes scenario (the harness of test_sim_raw.py) against the default simulator
+    tree, in a fresh interpreter (the fidelity tests' name for test_sim_raw's ``sim``)."""
+    def _run(code: str, env: dict[str, str] | None = None) -> None:
+        run_py(code, sim_build["lib_dir"], harness_dir, env)
+
+    return _run

@@ -30,21 +30,11 @@ import pytest
 from acl_bindings import AclError, DeviceBuffer, Event, Format, Stream, load_backend, sim
 from acl_bindings.runtime import soc_name
 from tests.sim.test_examples_cli import run
-from tests.sim.test_sim_raw import harness_dir, run_py, sim_build  # noqa: F401  (fixtures)
 from upsample3d_grad import Session, reference
 from upsample3d_grad.checks import BAD_CASES
 from upsample3d_grad.tools import smoke
 
 SOC_950 = "Ascend950PR_SIMULATED"  # a name with the Ascend950 prefix (IsRegBase, cann-abi.md §5)
-
-
-@pytest.fixture()
-def raw(sim_build, harness_dir):  # noqa: F811  (fixtures imported above)
-    """Callable running a raw ctypes scenario against the default simulator tree."""
-    def _run(code: str, env: dict[str, str] | None = None) -> None:
-        run_py(code, sim_build["lib_dir"], harness_dir, env)
-
-    return _run
 
 
 # ------------------------------------------------------------------------------- 32-byte aligned data

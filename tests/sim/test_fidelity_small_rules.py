@@ -15,18 +15,7 @@ import pytest
 
 import acl_bindings as ab
 from acl_bindings import ClosedError, lib, sim
-from tests.sim.test_sim_raw import harness_dir, run_py, sim_build  # noqa: F401  (fixtures)
 from upsample3d_grad import Session, reference
-
-
-@pytest.fixture()
-def raw(sim_build, harness_dir):  # noqa: F811  (fixtures imported above)
-    """Callable running a raw ctypes scenario against the default simulator tree."""
-    def _run(code: str, env: dict[str, str] | None = None) -> None:
-        run_py(code, sim_build["lib_dir"], harness_dir, env)
-
-    return _run
-
 
 # ------------------------------------------------------------------------------- memory
 
