@@ -151,10 +151,16 @@ class Executor(Resource):
         self._keep = ()
 
 
+#: Workspaces above 1 MiB grow in steps of 2 MiB: the Atlas A2/A3 backward asks for 16 MiB and a few bytes more
+#: that vary with the shape (cann-abi.md §10.8), and regrowing for each would leave a block per size behind.
+WORKSPACE_STEP = 2 << 20
+
+
 class Workspace:
     """A grow-only device workspace, ordered with one stream.
 
-    :meth:`reserve` returns an address of at least *n* bytes (None for 0).  With an *allocator* (a
+    :meth:`reserve` returns an address of at least *n* bytes (None for 0); above 1 MiB the buffer is a
+    multiple of :data:`WORKSPACE_STEP`, so that nearby sizes share it.  With an *allocator* (a
     session's :class:`~acl_bindings.allocator.CachingAllocator`, and the *clock* of the stream), the
     buffer comes from it: an outgrown one goes back to its cache stream-ordered, and an out-of-memory
     frees the cache's idle blocks and retries.  Without one, it is a :class:`DeviceBuffer` of its own,
@@ -180,6 +186,8 @@ class Workspace:
         if self.buffer is not None and not self.buffer.closed and self.buffer.nbytes >= n:
             return self.buffer.ptr
         self.release()
+        if n > WORKSPACE_STEP // 2:
+            n = -(-n // WORKSPACE_STEP) * WORKSPACE_STEP
         self.buffer = (DeviceBuffer(self.device, n) if self.allocator is None
                        else self.allocator.allocate(n, self.clock))
         return self.buffer.ptr

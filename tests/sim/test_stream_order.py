@@ -36,13 +36,14 @@ from acl_bindings import (
 )
 from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
 from acl_bindings.allocator import StreamClock
+from acl_bindings.op import WORKSPACE_STEP
 from upsample3d_grad import Session, reference
 from upsample3d_grad.session import DeviceArray
 
 SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
 EXPECTED = [36.0, 100.0, 164.0, 228.0]
 ARGS = ((2, 2, 2), (2, 2, 1, 1, 1))
-BIG = ((4, 4, 40), (2, 3, 2, 2, 20))  # long rows: a larger workspace than ARGS (checked where it matters)
+BIG = ((16, 128, 128), (2, 3, 8, 64, 64))  # a workspace beyond ARGS's 2 MiB step (checked where it matters)
 
 
 @pytest.fixture(autouse=True, params=["async", "deferred"])
@@ -77,6 +78,11 @@ def _pending_error(info: pytest.ExceptionInfo[AclError], func: str = "aclrtFree"
     err = info.value
     assert isinstance(err, AclRuntimeError) and err.code == CANNSIM_ERR_QUEUED_WORK and err.func == func, err
     assert f"{func}: {doing} 0x" in err.detail and "has not completed" in err.detail, err.detail
+
+
+def _block(workspace_size: int) -> int:
+    """The bytes of the workspace buffer an ask of *workspace_size* gets (acl_bindings.op.WORKSPACE_STEP)."""
+    return -(-workspace_size // WORKSPACE_STEP) * WORKSPACE_STEP
 
 
 def _big_input(seed: int = 0) -> np.ndarray:
@@ -155,7 +161,7 @@ def test_a_reused_or_grown_workspace_needs_no_sync(no_leaks: None, session: Sess
         session.backward(go, *BIG, out=out)  # grows the workspace while the small kernels are queued
         assert session.last_workspace_size > small_ws
         assert sim.call_count("aclrtSynchronizeStream") == syncs  # growth: nothing waited for either
-        outgrown = np.zeros((1, 1, 1, 1, small_ws // 4), np.float32)
+        outgrown = np.zeros((1, 1, 1, 1, _block(small_ws) // 4), np.float32)
         with session.upload(outgrown):  # the outgrown block's size: it must not be handed out yet
             pass
         np.testing.assert_allclose(out.download(), reference.upsample_nearest_exact3d_backward(g, *BIG),
@@ -164,6 +170,19 @@ def test_a_reused_or_grown_workspace_needs_no_sync(no_leaks: None, session: Sess
         assert out.download().ravel().tolist() == [k * v for v in EXPECTED]
     for arr in small + outs:
         arr.close()
+
+
+def test_workspaces_of_nearby_sizes_share_one_buffer(no_leaks: None, session: Session) -> None:
+    """The A2/A3 backward asks for 16 MiB and a little more, varying with the shape: the workspace grows in 2 MiB
+    steps, so those asks share one buffer (no aclrtMalloc after the first) and no outgrown block is left behind."""
+    session.backward(SAMPLE, *ARGS)
+    first = session.last_workspace_size
+    mallocs = sim.call_count("aclrtMalloc")
+    g = np.ones((2, 3, 8, 12, 16), np.float32)
+    session.backward(g, (8, 12, 16), (2, 3, 4, 6, 8))
+    assert session.last_workspace_size > first  # a larger ask ...
+    assert sim.call_count("aclrtMalloc") - mallocs == 2  # ... but only its input and result were allocated
+    session.synchronize()
 
 
 def test_without_the_stream_order_a_grown_workspace_is_reused_too_early(
@@ -176,7 +195,7 @@ def test_without_the_stream_order_a_grown_workspace_is_reused_too_early(
     session.backward(big_go, *BIG, out=big_out)  # the small workspace goes back to the cache
     assert session.last_workspace_size > small_ws
     with pytest.raises(AclRuntimeError) as info:  # handed the small workspace's block, which the queued kernel uses
-        session.upload(np.zeros((1, 1, 1, 1, small_ws // 4), np.float32))
+        session.upload(np.zeros((1, 1, 1, 1, _block(small_ws) // 4), np.float32))
     _pending_error(info, "aclrtMemcpy", "overwriting")
     del info
     monkeypatch.undo()
