@@ -94,6 +94,14 @@ class Backend:
         """True when the libraries in use are the CPU simulator."""
         return self.kind == "sim"
 
+    def check_one_runtime(self) -> None:
+        """Raise :class:`TwoRuntimesError` when another file of this runtime's name is now mapped into the
+        process (torch_npu imported after the load, say, with another install's runtime): the loader refuses
+        that case before it loads, and this covers a client that came later.  Reads ``/proc/self/maps``."""
+        others = mapped_libraries(os.path.basename(self.runtime.path)) - {os.path.realpath(self.runtime.path)}
+        if others:
+            raise _two_runtimes(sorted(others)[0], self.runtime.path, self.runtime.found_via, list(self.tried))
+
     def handle(self, role: str) -> ctypes.CDLL:
         """The CDLL of ``runtime`` or ``nnopbase``."""
         info = self.runtime if role == "runtime" else self.nnopbase
@@ -210,17 +218,20 @@ def mapped_libraries(name: str) -> set[str]:
     return found
 
 
-def _refuse_a_second_runtime(rt_path: str, rt_name: str, rt_via: str, tried: list[tuple[str, str]]) -> None:
+def _two_runtimes(other: str, ours: str, via: str, tried: list[tuple[str, str]]) -> TwoRuntimesError:
+    return TwoRuntimesError(
+        f"{os.path.basename(ours)} is loaded in this process from {other} (by torch_npu or another library), and "
+        f"the loader chose {ours} ({via}): two CANN runtimes in one process share no devices, streams "
+        f"or memory. Set ACL_BINDINGS_LIB_DIR={os.path.dirname(other)} (or source the set_env.sh of that "
+        "install) before the first use", tried)
+
+
+def _refuse_a_second_runtime(rt_path: str, rt_via: str, tried: list[tuple[str, str]]) -> None:
     """Refuse *rt_path* when another file of that name is already loaded here: this process's libnnopbase and
     operator libraries would bind to the first one, and calls would be split across two runtimes."""
     present = mapped_libraries(os.path.basename(rt_path))
     if present and os.path.realpath(rt_path) not in present:
-        first = sorted(present)[0]
-        raise TwoRuntimesError(
-            f"{rt_name} is already loaded in this process from {first} (by torch_npu or another library), and "
-            f"the loader chose {rt_path} ({rt_via}): two CANN runtimes in one process share no devices, streams "
-            f"or memory. Set ACL_BINDINGS_LIB_DIR={os.path.dirname(first)} (or source the set_env.sh of that "
-            "install) before the first use", tried)
+        raise _two_runtimes(sorted(present)[0], rt_path, rt_via, tried)
 
 
 def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], requested: str,
@@ -245,7 +256,7 @@ def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], req
             tried.append((rt_dir, why))
             broken.append((rt_dir, why))
             continue
-        _refuse_a_second_runtime(rt_path, rt_name, rt_via, tried)
+        _refuse_a_second_runtime(rt_path, rt_via, tried)
         rt_dll = _open(rt_path, tried, broken)
         if rt_dll is None:
             continue

@@ -23,7 +23,8 @@ NPU tensors (``torch_npu``)
     was read from source, not verified on hardware; if a torch_npu release changed
     it, run with ``TASK_QUEUE_ENABLE=0`` or call ``torch.npu.current_stream().synchronize()``
     before this function.  The binding must use the same CANN runtime library that
-    torch_npu loaded: the loader refuses another one (:class:`acl_bindings.TwoRuntimesError`).
+    torch_npu loaded: the loader refuses another one, and the first NPU call checks it again for a torch_npu
+    imported later (:class:`acl_bindings.TwoRuntimesError`).
 
     This path needs a real NPU: it is tested in ``tests/npu``.
 """
@@ -91,6 +92,7 @@ def _npu_format(t: Any) -> int | None:
 
 
 _order_warned = [False]
+_one_runtime = [False]  # checked that torch_npu maps no other runtime than ours (the maps cost 1-2 ms)
 
 
 def _warn_if_initialized_before_torch_npu() -> None:
@@ -111,7 +113,9 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
         import torch_npu
     except ImportError as exc:
         raise ImportError(f"{tensors[0][0]} is on an NPU but torch_npu cannot be imported") from exc
-    load_backend()  # (the loader refuses a second CANN runtime beside torch_npu's: TwoRuntimesError)
+    if not _one_runtime[0]:  # torch_npu's runtime is ours (TwoRuntimesError otherwise); once per process
+        load_backend().check_one_runtime()
+        _one_runtime[0] = True
     _warn_if_initialized_before_torch_npu()
     device = tensors[0][1].device
     for name, t in tensors:

@@ -388,6 +388,30 @@ def test_a_runtime_loaded_first_from_another_file_is_refused_naming_both(tmp_pat
     assert f"ACL_BINDINGS_LIB_DIR={other}" in text, text
 
 
+LATER_CLIENT = textwrap.dedent("""
+    import ctypes, json, os
+    import acl_bindings
+    b = acl_bindings.load_backend()
+    b.check_one_runtime()                                  # alone: nothing to refuse
+    # another client (torch_npu imported after the package's load) maps another runtime of that name
+    ctypes.CDLL(os.environ["LATER_RUNTIME"], mode=ctypes.RTLD_LOCAL)
+    try:
+        b.check_one_runtime()
+    except acl_bindings.TwoRuntimesError as exc:
+        print(json.dumps({"refused": str(exc)}))
+""")
+
+
+def test_a_runtime_loaded_later_from_another_file_is_refused_naming_both(tmp_path: Path) -> None:
+    other = tmp_path / "other" / "lib64"
+    shutil.copytree(sim.LIB64, other)
+    proc = _run(LATER_CLIENT, LATER_RUNTIME=str(other / "libascendcl.so"), ACL_BINDINGS_LIB_DIR=str(sim.ROOT))
+    assert proc.returncode == 0, proc.stderr
+    text = json.loads(proc.stdout.strip().splitlines()[-1])["refused"]
+    assert str(other / "libascendcl.so") in text and str(sim.LIB64 / "libascendcl.so") in text, text
+    assert f"ACL_BINDINGS_LIB_DIR={other}" in text, text
+
+
 def test_the_same_runtime_loaded_first_is_shared(tmp_path: Path) -> None:
     link = tmp_path / "lib64"
     link.symlink_to(sim.LIB64, target_is_directory=True)  # another path to the same file
