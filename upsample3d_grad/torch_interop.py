@@ -91,15 +91,16 @@ def _npu_format(t: Any) -> int | None:
         return None
 
 
-_order_warned = [False]
-_one_runtime = [False]  # checked that torch_npu maps no other runtime than ours (the maps cost 1-2 ms)
+_order_warned = False
+_one_runtime = False  # checked that torch_npu maps no other runtime than ours (the maps cost 1-2 ms)
 
 
 def _warn_if_initialized_before_torch_npu() -> None:
     """Once per process: this package's aclInit came before torch_npu's, which then got 100002 and dropped
     its ACL config (acl.json; on CANN >= 8.3 its lazy set-device mode's default device too)."""
-    if initialized_first() and not _order_warned[0]:
-        _order_warned[0] = True
+    global _order_warned
+    if initialized_first() and not _order_warned:
+        _order_warned = True
         warnings.warn("upsample3d_grad initialised ACL before torch_npu did, so torch_npu's aclInit got 100002 and "
                       "its ACL config (acl.json) was not applied: import torch_npu before the first call of this "
                       "package (it then lets torch_npu initialise first)", RuntimeWarning, stacklevel=4)
@@ -113,9 +114,10 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
         import torch_npu
     except ImportError as exc:
         raise ImportError(f"{tensors[0][0]} is on an NPU but torch_npu cannot be imported") from exc
-    if not _one_runtime[0]:  # torch_npu's runtime is ours (TwoRuntimesError otherwise); once per process
+    global _one_runtime
+    if not _one_runtime:  # torch_npu's runtime is ours (TwoRuntimesError otherwise); once per process
         load_backend().check_one_runtime()
-        _one_runtime[0] = True
+        _one_runtime = True
     _warn_if_initialized_before_torch_npu()
     device = tensors[0][1].device
     for name, t in tensors:
