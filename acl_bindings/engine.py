@@ -18,7 +18,7 @@ wrapper, which ``aclSetAclOpExecutorRepeatable`` refuses.  It keys on each tenso
 its description never enters the op cache.
 
 :func:`run_once` is a call nothing keeps: both phases on memory the caller owns (the torch_npu path).
-Every phase 2 is queued by :meth:`acl_bindings.TwoPhaseOp.execute`.
+Every phase 2 is queued by :meth:`acl_bindings.TwoPhaseOp.launch`.
 """
 
 from __future__ import annotations
@@ -210,8 +210,8 @@ class Call:
 
     # ------------------------------------------------------------------ running
     def run(self, values: Sequence[Any], workspace: Workspace, stream: Any, clock: Any = None) -> int:
-        """Queue one run on *values* (this call's shape, any addresses) on *stream*, whose device is current.
-        Returns the workspace size."""
+        """Queue one run on *values* (this call's shape, any addresses) on the open :class:`~acl_bindings.Stream`
+        *stream*, whose device is current.  Returns the workspace size."""
         descriptors = self._descriptors
         assert descriptors is not None, "closed"
         for pos in self._positions:
@@ -232,7 +232,7 @@ class Call:
             if not self.plan:
                 executor.close()  # never run: destroyed (cann-abi.md §1.3)
             raise
-        self.op.execute(address, size, executor, stream, clock=clock)
+        self.op.launch(address, size, executor, stream._as_parameter_, clock)
         self.calls += 1
         if self._retry_left:  # a plan was refused: asked again after retry_after one-shot runs
             self._retry_left -= 1

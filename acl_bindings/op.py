@@ -26,8 +26,7 @@ aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from ctypes import POINTER, c_double, c_uint64, c_void_p, cast, pointer
+from ctypes import c_double, c_uint64, c_void_p, cast, pointer
 from enum import Enum
 from typing import Any, NamedTuple, Sequence
 
@@ -109,21 +108,18 @@ class Executor(Resource):
         self.runs = 0
         self._keep = keep  # tensors and arrays the executor refers to stay alive with it
         cell = self._arm(_destroy_executor)
+        #: the executor as its pointer type: a view of the cell, so it shows what phase 1 writes there
+        self.handle: Any = aclOpExecutor_p.from_buffer(cell)
         #: where phase 1 writes the executor (``aclOpExecutor **``): owned from the moment it returns
-        self.out = cast(pointer(cell), POINTER(aclOpExecutor_p))
-        self.handle: Any = cast(cell, aclOpExecutor_p)
+        self.out = pointer(self.handle)
         if handle:
             cell.value = cast(handle, c_void_p).value
         self._adopted()
 
     def _adopted(self) -> None:
-        """The cell now holds the executor (or nothing): refresh the handle and the parameter."""
-        cell = self._cell
-        assert cell is not None
-        self.handle = cast(cell, aclOpExecutor_p)
-        if cell.value:
+        """The cell now holds the executor (or nothing): it is passed as itself from now on."""
+        if self._cell is not None and self._cell.value:
             self._as_parameter_ = self.handle
-
 
     def make_repeatable(self) -> None:
         """Allow repeated phase-2 runs.  Wraps: aclSetAclOpExecutorRepeatable."""
@@ -258,28 +254,35 @@ class TwoPhaseOp:
 
     def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream | Any, *,
                 clock: Any = None) -> None:
-        """Phase 2 on *stream*.  A single-use executor is consumed, whether or not it succeeds.  *clock*, the
+        """Phase 2 on *stream*, from any thread: a :class:`~acl_bindings.Stream`'s device is made current for
+        it (a raw stream is passed as it is: the library answers).  See :meth:`launch`."""
+        if isinstance(stream, Resource):
+            with lock_of((executor, stream)), stream.device.active():
+                stream._check_open()
+                self.launch(workspace, workspace_size, executor, stream._as_parameter_, clock)
+        else:
+            with lock_of((executor,)):
+                self.launch(workspace, workspace_size, executor, stream, clock)
+
+    def launch(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Any,
+               clock: Any = None) -> None:
+        """The one phase-2 call of the package: the caller holds the executor's lock, with the device of the raw
+        *stream* current.  A single-use executor is consumed, whether or not it succeeds.  *clock*, the
         stream's :class:`~acl_bindings.allocator.StreamClock` where it has one, counts the work."""
         if isinstance(executor, _NullExecutor):
             return
-        handles = isinstance(stream, Resource)
-        device = stream.device if handles else None  # (a raw call may pass a raw stream: the library answers)
+        executor._check_open()  # (under its lock: a close() on another thread went first)
+        cell = executor._cell
+        assert cell is not None
+        if clock is not None:
+            clock.queued()
         address = c_void_p(workspace) if workspace else None
-        with lock_of((executor, stream)), device.active() if device is not None else nullcontext():
-            executor._check_open()  # (under its lock: a close() on another thread went first)
-            if handles:
-                stream._check_open()
-                stream = stream._as_parameter_  # (the raw handle, as the C-call log shows it)
-            cell = executor._cell
-            assert cell is not None
-            if clock is not None:
-                clock.queued()
-            if executor.repeatable:  # it outlives the call: its close() waits for the lock
-                rc = self._phase2(address, workspace_size, cell, stream)
-            else:  # consumed whether or not it succeeds: forgotten right before the call (see release_cell)
-                handle, cell.value = cell.value, None
-                rc = self._phase2(address, workspace_size, handle, stream)
-                executor._consumed()
+        if executor.repeatable:  # it outlives the call: its close() waits for the lock
+            rc = self._phase2(address, workspace_size, cell, stream)
+        else:  # consumed whether or not it succeeds: forgotten right before the call (see release_cell)
+            handle, cell.value = cell.value, None
+            rc = self._phase2(address, workspace_size, handle, stream)
+            executor._consumed()
         executor.runs += 1
         if rc:
             raise_for_status(rc, self.phase2_name)

@@ -35,6 +35,7 @@ class PreparedCall:
             session._prepared.add(self)
             session.workspace.reserve(self._call.workspace_size)  # (now: a call allocates nothing)
         self._tensors = op.inputs + op.outputs
+        self._result = op.outputs[0] if op.outputs else None
         self._closed = False
 
     plan = property(lambda self: self._call.plan, doc="Whether calls use a repeatable executor.")
@@ -60,25 +61,22 @@ class PreparedCall:
         from now on; returns the first output's array."""
         session = self.session
         with session._lock:
-            if self.closed:
+            if self._closed or session.closed:
                 raise ClosedError(f"this {type(self).__name__} is closed" if self._closed
                                   else f"this {type(session).__name__} is closed")
-            for _, arr in replace:
-                if arr is not None:
-                    self._use(replace)
-                    break
+            if replace:
+                self._use(replace)
             for pos in self._tensors:
                 self._values[pos]._check_open()
             with session.device.active():
                 self._call.run(self._values, session.workspace, session.stream, session.clock)
                 if self.sync:
-                    session._sync()
-            result = self._values[self.op.outputs[0]] if self.op.outputs else None
-        return result
+                    session.clock.sync()
+        return self._values[self._result] if self._result is not None else None
 
     def _use(self, replace: Sequence[tuple[int, Any]]) -> None:
         values = list(self._values)
-        for pos, arr in replace:
+        for pos, arr in replace:  # (None: kept)
             if arr is not None:
                 param = self.op.schema[pos].name
                 self.session.own_array(arr, param, self.op.phase1_name)

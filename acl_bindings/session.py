@@ -163,7 +163,7 @@ class Session:
         """Wait for all work queued on the session's stream (under the session's lock, as every call that queues
         work: so the stream cannot be closed under it)."""
         with self._lock, self._active():
-            self._sync()
+            self.clock.sync()
 
     def _sync(self) -> None:
         with self.device.active():  # (inside a call's own guard: a thread-local test, no C call)
@@ -266,14 +266,16 @@ class Session:
             raise AclnnParamError(161002, func, f"{param}: this DeviceArray belongs to another Session (device "
                                                 f"{value.session.device.id}); upload the data to this one")
 
-    def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None) -> Call:
-        """Every session call of an operator reaches the library here: the kept :class:`Call` of its shape (made
-        and kept on a miss), run on the session's stream; the lock is held and the device current.  *key*: the
-        values' plan key, when the caller knows it.  Returns the call."""
-        if key is None:
-            key = plan_key(op, values)
-        call = self.plans.get(key)
+    def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None,
+             call: Optional[Call] = None) -> Call:
+        """Every session call of an operator reaches the library here: *call*, else the kept :class:`Call` of its
+        shape (made and kept on a miss), run on the session's stream; the lock is held and the device current.
+        *key*: the values' plan key, when the caller knows it.  Returns the call."""
         if call is None:
+            key = plan_key(op, values) if key is None else key
+            call = self.plans.get(key)
+        if call is None:
+            assert key is not None
             call = self.plans.add(key, Call(op, values, plan=self.use_plans, lock=self._lock), self._sync_if_pending)
         size = call.run(values, self.workspace, self.stream, self.clock)
         self.calls += 1

@@ -43,8 +43,12 @@ def int32_arg(what: str, value: object, minimum: int = -(2 ** 31), rule: str = "
 def int_tuple(values: Any, param: str, func: str) -> tuple[int, ...]:
     """An int array argument: a sequence of ints (:class:`~acl_bindings.AclTypeError`, 161002, naming *param*
     otherwise; a bool is not an int)."""
-    if type(values) is tuple and all(type(v) is int for v in values):
-        return values  # (plain ints already: nothing to convert)
+    if type(values) is tuple:
+        for v in values:
+            if type(v) is not int:
+                break
+        else:
+            return values  # (plain ints already: nothing to convert)
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
         raise AclTypeError(161002, func, f"{param}: expected a sequence of ints, got {type(values).__name__}")
     out = []

@@ -18,7 +18,7 @@ import atexit
 import numbers
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -225,36 +225,11 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
     -------
     torch.Tensor or numpy.ndarray
     """
-    if return_type not in ("torch", "numpy"):
-        raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
-    if is_tensor(grad_output) and grad_output.device.type != "cpu":
-        if grad_output.device.type != "npu":
-            raise TypeError(f"grad_output is on {grad_output.device}: only CPU and NPU (torch_npu) tensors are "
-                            "supported")
-        return _backward_npu(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), layout, out,
-                             return_type, strict)
-    g = tensor_to_numpy(grad_output) if is_tensor(grad_output) else grad_output
-    out_np = None
-    if out is not None:
-        if is_tensor(out):
-            out_np = host_view(out, "out", writable=True)  # shares memory (a view it cannot share: TypeError)
-        elif isinstance(out, np.ndarray):
-            out_np = out
-        else:
-            raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
-    result: Any
-    if session is None:
-        with _on_default_session() as default:  # (kept open while this call runs on it)
-            result = default.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
-                                      out=out_np, strict=strict)
-    else:
-        result = session.backward(g, output_size, input_size, scales_d, scales_h, scales_w, layout=layout,
-                                  out=out_np, strict=strict)
-    if return_type == "numpy":
-        return result
-    if out is not None and is_tensor(out):
-        return out
-    return numpy_to_tensor(result)
+    scales = (scales_d, scales_h, scales_w)
+    return _torch_call(
+        "grad_output", grad_output, out, return_type, session,
+        lambda: _backward_npu(grad_output, output_size, input_size, scales, layout, out, return_type, strict),
+        lambda s, g, o: s.backward(g, output_size, input_size, *scales, layout=layout, out=o, strict=strict))
 
 
 def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None = None,
@@ -266,23 +241,32 @@ def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None
     over its storage, the result allocated on its device or written into *out*, the kernel queued on torch_npu's
     current stream, no sync).  Other arguments as :meth:`upsample3d_grad.Session.forward`.
     """
+    scales = (scales_d, scales_h, scales_w)
+    return _torch_call(
+        "input", input, out, return_type, session,
+        lambda: _forward_npu(input, output_size, scales, layout, out, return_type, strict),
+        lambda s, x, o: s.forward(x, output_size, *scales, layout=layout, out=o, strict=strict))
+
+
+def _torch_call(name: str, x: Any, out: Any, return_type: str, session: Any, on_npu: Callable[[], Any],
+                call: Callable[[Session, Any, Any], Any]) -> Any:
+    """One operator call on torch tensors: *on_npu()* for an NPU tensor *x* (in place), else
+    ``call(session, host array, host out)`` on *session* (the default one when None)."""
     if return_type not in ("torch", "numpy"):
         raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
-    if is_tensor(input) and input.device.type != "cpu":
-        if input.device.type != "npu":
-            raise TypeError(f"input is on {input.device}: only CPU and NPU (torch_npu) tensors are supported")
-        return _forward_npu(input, output_size, (scales_d, scales_h, scales_w), layout, out, return_type, strict)
-    x = tensor_to_numpy(input) if is_tensor(input) else input
+    if is_tensor(x) and x.device.type != "cpu":
+        if x.device.type != "npu":
+            raise TypeError(f"{name} is on {x.device}: only CPU and NPU (torch_npu) tensors are supported")
+        return on_npu()
+    host = tensor_to_numpy(x) if is_tensor(x) else x
     if out is not None and not (is_tensor(out) or isinstance(out, np.ndarray)):
         raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
     out_np = host_view(out, "out", writable=True)  # a tensor shares memory (one it cannot share: TypeError)
     if session is None:
-        with _on_default_session() as default:
-            result = default.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
-                                     strict=strict)
+        with _on_default_session() as default:  # (kept open while this call runs on it)
+            result = call(default, host, out_np)
     else:
-        result = session.forward(x, output_size, scales_d, scales_h, scales_w, layout=layout, out=out_np,
-                                 strict=strict)
+        result = call(session, host, out_np)
     if return_type == "numpy":
         return result
     if out is not None and is_tensor(out):

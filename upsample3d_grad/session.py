@@ -205,14 +205,12 @@ class Session(_generic.Session):
             self.own_array(go, "gradOut", checks.PHASE1)
             self.own_array(gi, "gradInput", checks.PHASE1)
             values = self._values(go, output_size, input_size, scales, gi)
-            given = [v > 0 for v in values[3:6]]
-            if any(given) and not all(given):
+            if 0 < (values[3] > 0) + (values[4] > 0) + (values[5] > 0) < 3:
                 return False
-            key = plan_key(OP, values)
-            call = self.plans.calls.get(key)
+            call = self.plans.get(plan_key(OP, values))
             if call is None or not call.checked:
                 return False
-            self._run(OP, values, key)
+            self._run(OP, values, call=call)
         return True
 
     def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,

@@ -1,46 +1,12 @@
 """The CPU simulator of the CANN libraries (C sources in ``src/``, built into ``lib64/``).
 
-It exports the runtime, nnopbase and operator symbols with the documented C
-signatures and error codes, and says what it is: ``aclrtGetSocName()`` returns
-``"CANN-Simulator"`` (unless ``CANN_SIM_SOC`` names another SoC) and it alone
-exports ``cannsimVersion``.  The helpers here read its sim-only controls
-(live-handle accounting, call counts, fault injection, stream modes) through
-the same loaded libraries; they raise when the backend in use is not the
-simulator.
-
-Stream work is asynchronous, as on a device: each stream's work runs on its own
-worker thread after the call that queued it returned.  ``aclrtFree``, ``aclrtMemcpy``
-and ``aclrtMemset`` do not wait for it; freeing or overwriting memory that queued work
-uses, or reading memory that it writes (from the host, or by work queued on another
-stream: streams are not ordered), fails with the simulator-only code 908401
-(``CANNSIM_ERR_QUEUED_WORK``, which real CANN never returns: a device corrupts the
-memory silently).  :func:`set_stream_mode` switches to ``"deferred"`` (work runs only
-when a synchronisation asks for it: every missing sync is caught) or ``"sync"``
-(each call that queues work waits for it: for debugging).
-
-Environment variables read by the simulator itself:
-
-``CANN_SIM_DEVICE_COUNT`` (default 2), ``CANN_SIM_MEM_BYTES`` (device memory per device),
-``CANN_SIM_DEFER=1`` (deferred stream mode), ``CANN_SIM_SYNC=1`` (synchronous stream mode), ``CANN_SIM_FAULT`` (make the
-Nth call of a function fail: ``"func:nth:code[,...]"``), ``CANN_SIM_REPORT=<path>`` (JSON
-report of live handles and init/finalize counts at exit), ``CANN_SIM_OP_CACHE=0`` (or CANN's own
-``DISABLE_L2_CACHE``: no op cache; ``ACLNN_CACHE_LIMIT`` bounds it), ``CANN_SIM_REPEATABLE=0``
-(``aclSetAclOpExecutorRepeatable`` refuses every executor, 561000), ``CANN_SIM_SOC=<name>`` (the SoC name
-``aclrtGetSocName`` answers, read on every call; a name starting with ``Ascend950`` makes phase 1 skip the
-INT32_MAX dim check as CANN does there; the simulator still exports ``cannsimVersion``).
-
-``aclInit`` is reference-counted and ``aclFinalizeReference`` exported as in CANN (cann-abi.md
-§8.2).  A runtime used after a plain ``aclFinalize`` tore it down while other references were held
-answers 100001 with a message saying so, prints the first such use on stderr and counts them in the
-report.  Releases without ``aclFinalizeReference`` are modelled by a tree built with
-``build(root, finalize_reference=False)`` (``build.py --no-finalize-reference``), whose runtime does
-not export it; point ``ACL_BINDINGS_LIB_DIR`` at it.
-
-Simulator-only status code: :data:`STALE_HANDLE` (990101), where the device would silently read
-freed memory or stale addresses: a tensor or int array destroyed between the phases, or an address
-update that an op-cache wrapper would ignore.  Device memory of another device than the one a copy,
-memset or kernel runs on fails with the simulator-only 908402 (``CANNSIM_ERR_OTHER_DEVICE``, cann-abi.md
-§8.3).
+It exports the runtime, nnopbase and operator symbols with the documented C signatures and error codes, and
+says what it is: ``aclrtGetSocName()`` answers ``"CANN-Simulator"`` (unless ``CANN_SIM_SOC`` names another
+SoC) and it alone exports ``cannsimVersion``.  Stream work is asynchronous, as on a device; where a device
+would corrupt memory silently (freeing, overwriting or reading memory that queued work uses), it fails with
+the simulator-only 908401.  The helpers here read its sim-only controls (live handles, call counts, faults,
+stream modes) through the loaded libraries, and raise when the backend is not the simulator.  Its switches
+(``CANN_SIM_*``) and rules: docs/fidelity.md.
 """
 
 from __future__ import annotations

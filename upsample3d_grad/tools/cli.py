@@ -1,41 +1,6 @@
-"""The ``upsample3d-grad`` command line (also ``python -m upsample3d_grad``).
-
-Subcommands:
-
-``doctor``
-    The backend and where each library came from, the CANN version, the SoC and
-    whether the operator supports it, the devices and their memory, whether the
-    operator symbol is exported, and a run of the official sample.
-``run``
-    The official sample case (cann-abi.md §5.6): prints the four results.
-``smoke``
-    The smoke matrix (:mod:`upsample3d_grad.tools.smoke`) on one device, a list, or all
-    of them (one process per device), with a progress table and a JSON report
-    (``--json FILE``, schema ``upsample3d_grad/tools/smoke_schema.json``).
-``bench``
-    Device time (events), host overhead per call and effective bandwidth.
-``compare``
-    Smoke reports of several machines or CANN versions in one table
-    (:mod:`upsample3d_grad.tools.compare`).
-
-Every command takes ``-v/--verbose`` (log every C call with its arguments on
-standard error) and ``--backend auto|cann|sim`` (as ``ACL_BINDINGS_BACKEND``).
-``--json PATH`` writes a report (``-``: standard output, the human-readable lines
-then go to standard error; ``{host}``, ``{rank}``, ``{time}`` in PATH are replaced);
-the path is checked before the run.  Ctrl-C prints ``upsample3d-grad <command>:
-interrupted``, writes the partial report (marked ``"interrupted": true``), ends the
-per-device processes and exits 130.
-
-The first line of every command that loads a library names the backend: real CANN or
-the CPU simulator.  A CANN install that is present but does not load is an error
-(the first line says why; ``doctor`` goes on to diagnose it), unless the simulator
-was asked for.  Every error line starts with ``upsample3d-grad <command>:``.
-
-Exit codes: 0 success / healthy; 1 a failure (wrong result, failed case, unhealthy
-setup, a compared report that is not ok, a case that passes in one compared report
-and fails in another); 2 usage error, or ``smoke --require-npu`` with only the
-simulator; 3 no library could be loaded, or a present CANN did not load (the
-message says how to fix it); 130 interrupted (Ctrl-C).
+"""The ``upsample3d-grad`` command line (also ``python -m upsample3d_grad``): ``doctor``, ``run``, ``smoke``,
+``bench`` and ``compare``, each in its own module; options, reports and exit codes (0 success, 1 a failure,
+2 usage, 3 no library, 130 interrupted): docs/api.md, "The command line".
 """
 
 from __future__ import annotations
