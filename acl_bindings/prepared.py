@@ -28,14 +28,14 @@ class PreparedCall:
                  sync: bool = True) -> None:
         self.session, self.op, self.sync = session, op, bool(sync)
         self._closed = True
+        self._tensors = op.inputs + op.outputs
+        self._result = op.outputs[0] if op.outputs else None
         with session._lock, session._active():
             self._values = session.values_of(op, values)
             self._check_distinct(self._values)
             self._call = Call(op, self._values, plan=plan, probe=True, lock=session._lock)
             session._prepared.add(self)
             session.workspace.reserve(self._call.workspace_size)  # (now: a call allocates nothing)
-        self._tensors = op.inputs + op.outputs
-        self._result = op.outputs[0] if op.outputs else None
         self._closed = False
 
     plan = property(lambda self: self._call.plan, doc="Whether calls use a repeatable executor.")
@@ -50,9 +50,8 @@ class PreparedCall:
         return self._closed or self.session.closed
 
     def _check_distinct(self, values: Sequence[Any]) -> None:
-        arrays = [v for a, v in zip(self.op.schema, values) if a.is_tensor]
-        if len({id(a.buffer) for a in arrays}) < len(arrays):
-            names = " and ".join(a.name for a in self.op.schema if a.is_tensor)
+        if len({id(values[pos].buffer) for pos in self._tensors}) < len(self._tensors):
+            names = " and ".join(self.op.schema[pos].name for pos in self._tensors)
             raise AclnnParamError(161002, self.op.phase1_name,
                                   f"{names} share one device buffer; they must not overlap")
 
@@ -77,20 +76,23 @@ class PreparedCall:
     def _use(self, replace: Sequence[tuple[int, Any]]) -> None:
         values = list(self._values)
         for pos, arr in replace:  # (None: kept)
-            if arr is not None:
-                param = self.op.schema[pos].name
-                self.session.own_array(arr, param, self.op.phase1_name)
-                old = values[pos]
-                values[pos] = arr
-                self._check_distinct(values)
-                if arr.arg[:5] != old.arg[:5]:  # (the storage may differ: phase 2 reads only the address)
-                    want, got = old.arg, arr.arg
-                    raise AclnnParamError(
-                        161002, self.op.phase1_name,
-                        f"{param}: a prepared call takes arrays like the one it was prepared with: shape "
-                        f"{want.shape} dtype {want.dtype} layout {old.layout} strides {want.strides} offset "
-                        f"{want.offset}; got shape {got.shape} dtype {got.dtype} layout {arr.layout} strides "
-                        f"{got.strides} offset {got.offset}")
+            if arr is None:
+                continue
+            param = self.op.schema[pos].name
+            self.session.own_array(arr, param, self.op.phase1_name)
+            old = values[pos]
+            values[pos] = arr
+            self._check_distinct(values)
+            if arr.arg[:5] != old.arg[:5]:  # (the storage may differ: phase 2 reads only the address)
+                want, got = old.arg, arr.arg
+                raise AclnnParamError(
+                    161002, self.op.phase1_name,
+                    f"{param}: a prepared call takes arrays like the one it was prepared with: shape "
+                    f"{want.shape} dtype {want.dtype} layout {old.layout} strides {want.strides} offset "
+                    f"{want.offset}; got shape {got.shape} dtype {got.dtype} layout {arr.layout} strides "
+                    f"{got.strides} offset {got.offset}")
+            values[pos] = arr
+        self._check_distinct(values)
         self._values = values
 
     def close(self) -> None:
