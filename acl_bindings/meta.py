@@ -20,6 +20,7 @@ from ._resource import Resource, release_cell
 from ._types import aclIntArray_p, aclTensor_p
 from .enums import DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
+from .values import int64_values
 
 __all__ = ["Tensor", "IntArray", "TensorArg", "contiguous_strides", "view_extent", "overlap_problem"]
 
@@ -122,15 +123,7 @@ def overlap_problem(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: 
 
 
 def _int64_array(values: Sequence[int], what: str) -> Any:
-    try:
-        ints = [int(v) for v in values]
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what}: expected a sequence of ints, got {values!r}") from exc
-    for v, orig in zip(ints, values):
-        if isinstance(orig, bool) or (isinstance(orig, float) and orig != v):
-            raise TypeError(f"{what}: expected ints, got {orig!r}")
-        if not -(2 ** 63) <= v < 2 ** 63:
-            raise ValueError(f"{what}: {v} does not fit in int64")
+    ints = int64_values(values, what)
     return (c_int64 * len(ints))(*ints)
 
 

@@ -256,7 +256,7 @@ class TwoPhaseOp:
                 clock: Any = None) -> None:
         """Phase 2 on *stream*, from any thread: a :class:`~acl_bindings.Stream`'s device is made current for
         it (a raw stream is passed as it is: the library answers).  See :meth:`launch`."""
-        if isinstance(stream, Resource):
+        if isinstance(stream, Stream):
             with lock_of((executor, stream)), stream.device.active():
                 stream._check_open()
                 self.launch(workspace, workspace_size, executor, stream._as_parameter_, clock)

@@ -10,11 +10,9 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-import numpy as np
+from .errors import AclnnParamError, AclTypeError
 
-from .errors import AclTypeError
-
-__all__ = ["index_arg", "int32_arg", "int_tuple"]
+__all__ = ["index_arg", "int32_arg", "int64_values", "int_tuple"]
 
 
 def index_arg(what: str, value: object) -> int:
@@ -40,20 +38,32 @@ def int32_arg(what: str, value: object, minimum: int = -(2 ** 31), rule: str = "
     return number
 
 
+def int64_values(values: Any, what: str) -> list[int]:
+    """*values*, a sequence of ints that fit in ``int64_t``: TypeError (not a sequence, or an item that is not an
+    int, as :func:`index_arg`) or ValueError (out of range), naming *what*."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"{what}: expected a sequence of ints, got {type(values).__name__} {values!r}")
+    out = []
+    for v in values:
+        number = index_arg(what, v)
+        if not -(2 ** 63) <= number < 2 ** 63:
+            raise ValueError(f"{what}: {number} does not fit in int64")
+        out.append(number)
+    return out
+
+
 def int_tuple(values: Any, param: str, func: str) -> tuple[int, ...]:
-    """An int array argument: a sequence of ints (:class:`~acl_bindings.AclTypeError`, 161002, naming *param*
-    otherwise; a bool is not an int)."""
+    """An int array argument of the C function *func*: :func:`int64_values` as a tuple, its errors as CANN's
+    161002 naming *param* (:class:`~acl_bindings.AclTypeError` for a wrong type)."""
     if type(values) is tuple:
         for v in values:
-            if type(v) is not int:
+            if type(v) is not int or not -(2 ** 63) <= v < 2 ** 63:
                 break
         else:
             return values  # (plain ints already: nothing to convert)
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise AclTypeError(161002, func, f"{param}: expected a sequence of ints, got {type(values).__name__}")
-    out = []
-    for v in values:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise AclTypeError(161002, func, f"{param}: expected ints, got {type(v).__name__} {v!r}")
-        out.append(int(v))
-    return tuple(out)
+    try:
+        return tuple(int64_values(values, param))
+    except TypeError as exc:
+        raise AclTypeError(161002, func, str(exc)) from None
+    except ValueError as exc:
+        raise AclnnParamError(161002, func, str(exc)) from None

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import numpy as np
 
 from acl_bindings import AclnnParamError, AclTypeError, DataType, Format, dtype_to_acl
+from acl_bindings.values import int_tuple
 
 from .op import PHASE1, layout_format
 
@@ -41,11 +42,15 @@ class TensorSpec:
     format: int = int(Format.NCDHW)
 
 
+def _name(param: str) -> str:
+    """*param* as messages name it: the C name, and the Python one where it differs."""
+    py = _PY_NAMES.get(param)
+    return f"{param} ({py})" if py and py != param else param
+
+
 def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
           kind: type[AclnnParamError] = AclnnParamError) -> AclnnParamError:
-    py = _PY_NAMES.get(param)
-    name = f"{param} ({py})" if py and py != param else param
-    return kind(code, func, f"{name}: {rule}")
+    return kind(code, func, f"{_name(param)}: {rule}")
 
 
 def _type_fail(param: str, rule: str, func: str = PHASE1) -> AclnnParamError:
@@ -71,18 +76,9 @@ def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional
 
 
 def int_sequence(values: Any, param: str, func: str = PHASE1) -> list[int]:
-    """*values* as a list of int64 values; a wrong Python type raises :class:`acl_bindings.AclTypeError`."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise _type_fail(param, f"expected a sequence of ints, got {type(values).__name__} {values!r}", func)
-    out = []
-    for v in values:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
-            raise _type_fail(param, f"expected ints, got {type(v).__name__} {v!r} in {list(values)!r}", func)
-        iv = int(v)
-        if not -(2 ** 63) <= iv < 2 ** 63:
-            raise _fail(param, f"{iv} does not fit in int64", func=func)
-        out.append(iv)
-    return out
+    """*values* as a list of int64 values (:func:`acl_bindings.values.int_tuple`, naming *param* as the messages
+    do); a wrong Python type raises :class:`acl_bindings.AclTypeError`."""
+    return list(int_tuple(values, _name(param), func))
 
 
 def scale_triple(scales: Any) -> tuple[Any, Any, Any]:
