@@ -293,25 +293,10 @@ class Session(_generic.Session):
 
     def _check_device_arrays(self, arrays: Sequence[Any], params: Sequence[str] = ("gradOut", "gradInput"),
                              func: str = checks.PHASE1) -> None:
-        """Device arrays passed in must be open and belong to this session (same device and stream)."""
+        """The device arrays among *arrays* must be open and of this session (:meth:`own_array`)."""
         for arr, param in zip(arrays, params):
             if isinstance(arr, DeviceArray):
-                arr._check_open()
-                if arr.session is not self:
-                    raise checks.AclnnParamError(
-                        161002, func, f"{param}: this DeviceArray belongs to another Session (device "
-                                      f"{arr.session.device.id}); upload the data to this one")
-
-    @staticmethod
-    def _require_device_array(arr: Any, param: str, rule: str) -> None:
-        """161002 naming *param* and *rule* unless *arr* is a :class:`DeviceArray`."""
-        if not isinstance(arr, DeviceArray):
-            raise checks.AclnnParamError(161002, checks.PHASE1, f"{param}: {rule}, got {type(arr).__name__}")
-
-    def _require_device_arrays(self, grad_output: Any, grad_input: Any, rule: str) -> None:
-        """:meth:`_require_device_array` for gradOut, then gradInput."""
-        self._require_device_array(grad_output, "gradOut", rule)
-        self._require_device_array(grad_input, "gradInput", rule)
+                self.own_array(arr, param, func)
 
     def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 user_scales: Sequence[Optional[float]], gi: DeviceArray) -> None:
@@ -333,8 +318,8 @@ class Session(_generic.Session):
                        repeat: int = 1) -> list[float]:
         """Run *repeat* times on device arrays; return each run's device time in ms (events)."""
         with self._lock, self._active():  # plans and the workspace are shared with backward() on other threads
-            self._require_device_arrays(grad_output, out, "timed_backward takes device arrays")
-            self._check_device_arrays((grad_output, out))
+            self.own_array(grad_output, "gradOut", checks.PHASE1)
+            self.own_array(out, "gradInput", checks.PHASE1)
             sd, sh, sw = checks.scale_triple(scales)
             checks.check_params(grad_output.spec(), output_size, input_size, sd, sh, sw, out.spec())
             check_out_memory(out)
