@@ -45,18 +45,23 @@ def no_leaks():
     """Assert that the test leaves the simulator's live-handle counts as it found them.
 
     The default session (module-level functions) is closed first, so that the counts a test
-    reads start from what it creates itself.
+    reads start from what it creates itself.  The heap is frozen for the test (``gc.freeze``):
+    garbage left by earlier tests is neither collected during it nor counted, and every
+    ``gc.collect()`` (this fixture's and the test's own) scans only what the test made.
     """
     import gc
 
     from upsample3d_grad.functional import close_default_session
 
     close_default_session()
-    gc.collect()
-    before = sim.live_handles()
-    yield
-    gc.collect()
-    after = sim.live_handles()
+    gc.freeze()
+    try:
+        before = sim.live_handles()
+        yield
+        gc.collect()
+        after = sim.live_handles()
+    finally:
+        gc.unfreeze()
     assert after == before, {k: (before[k], after[k]) for k in after if after[k] != before[k]}
 
 
