@@ -148,7 +148,7 @@ class Call:
         self._retry_left = 0
         self._values = [v.arg if tensor else v for tensor, v in zip(op.tensor_flags, values)]
         self._descriptors: Optional[_Descriptors] = None
-        self._executor: Optional[Executor] = None  # the plan's
+        self._executor: Optional[Executor] = None  # the plan's, or the one-shot runs' slot
         self._stale: list[Any] = []  # objects whose release the library refused: close() retries them
         self._positions = tuple(op.inputs) + tuple(op.outputs)
         if plan:
@@ -190,14 +190,15 @@ class Call:
         """Descriptors in the values' own storage; with *probe*, phase 1 on them once (its errors surface now,
         and :attr:`workspace_size` is known), its executor destroyed unrun (cann-abi.md §1.3)."""
         made = _Descriptors(self.op, self._values, False, self._lock)
+        slot = _owned(Executor(keep=(made,), slot=True), self._lock)
         if probe:
             try:
-                self.workspace_size, executor = self.op.get_workspace_size(*made.args, keep=tuple(made.objects))
-                executor.close()
+                self.workspace_size, executor = self.op.get_workspace_size(*made.args, into=slot)
+                executor._drop()
             except BaseException:
-                made.close()
+                run_all([slot.close, made.close])
                 raise
-        self._descriptors = made
+        self._descriptors, self._executor = made, slot
 
     def _release_stale(self) -> None:
         """Close what was replaced (a refused release stays in ``_stale``, for :meth:`close`)."""
@@ -223,14 +224,14 @@ class Call:
             executor, size = self._executor, self.workspace_size
             assert executor is not None
         else:
-            size, executor = self.op.get_workspace_size(*descriptors.args, keep=tuple(descriptors.objects))
-            _owned(executor, self._lock)
+            assert self._executor is not None
+            size, executor = self.op.get_workspace_size(*descriptors.args, into=self._executor)
             self.workspace_size = size
         try:
             address = workspace.reserve(size)
         except BaseException:
             if not self.plan:
-                executor.close()  # never run: destroyed (cann-abi.md §1.3)
+                executor._drop()  # never run: destroyed (cann-abi.md §1.3)
             raise
         self.op.launch(address, size, executor, stream._as_parameter_, clock)
         self.calls += 1

@@ -102,9 +102,13 @@ class Executor(Resource):
 
     _what = "executor"
 
-    def __init__(self, handle: Any = None, workspace_size: int = 0, keep: tuple[Any, ...] = ()) -> None:
+    def __init__(self, handle: Any = None, workspace_size: int = 0, keep: tuple[Any, ...] = (), *,
+                 slot: bool = False) -> None:
         self.workspace_size = int(workspace_size)
         self.repeatable = False
+        #: A one-shot call's executor object, reused for each run's phase 1 (phase 2 empties it, and it stays open
+        #: for the next one; ``close()`` ends it)
+        self.slot = slot
         self.runs = 0
         self._keep = keep  # tensors and arrays the executor refers to stay alive with it
         cell = self._arm(_destroy_executor)
@@ -140,11 +144,23 @@ class Executor(Resource):
         tensor.address = int(address)
 
     def _consumed(self) -> None:
-        """Phase 2 freed the executor: forget the handle without destroying it."""
+        """Phase 2 freed the executor: forget the handle without destroying it (a slot waits for the next one)."""
         if self._cell is not None:
             self._cell.value = None
+        if self.slot:
+            self.__dict__.pop("_as_parameter_", None)
+            return
         self.close()
         self._keep = ()
+
+    def _drop(self) -> None:
+        """Destroy an executor that will not run (a slot stays usable for the next phase 1)."""
+        if not self.slot:
+            self.close()
+            return
+        if self._cell is not None and self._cell.value:
+            _destroy_executor(self._cell)  # (refused: it stays, and the next phase 1 into this slot retries it)
+            self.__dict__.pop("_as_parameter_", None)
 
 
 #: Workspaces above 1 MiB grow in steps of 2 MiB: the Atlas A2/A3 backward asks for 16 MiB and a few bytes more
@@ -236,16 +252,28 @@ class TwoPhaseOp:
         """Whether the loaded operator libraries export both phases."""
         return lib.has(self.phase1_name) and lib.has(self.phase2_name)
 
-    def get_workspace_size(self, *args: Any, keep: tuple[Any, ...] = ()) -> tuple[int, Executor]:
-        """Phase 1: returns ``(workspace_size, executor)``.  Raises on a non-zero status."""
+    def get_workspace_size(self, *args: Any, keep: tuple[Any, ...] = (),
+                           into: Executor | None = None) -> tuple[int, Executor]:
+        """Phase 1: returns ``(workspace_size, executor)``.  Raises on a non-zero status.  *into*: a slot
+        (:attr:`Executor.slot`) to write the executor into, instead of a new :class:`Executor`."""
         size = c_uint64()
-        executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
+        if into is None:
+            executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
+        else:
+            executor = into
+            executor._drop()  # (one that an interrupt left unrun)
         try:
             with lock_of(args):  # (the handles' close() waits for it)
                 getattr(lib, self.phase1_name)(*args, size, executor.out)  # (size: the cell itself)
             executor._adopted()
         except BaseException:
-            executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)
+            if into is None:
+                executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)
+            else:
+                try:
+                    executor._drop()
+                except Exception:
+                    pass  # (phase 1's error is the one to report; the next phase 1 into the slot retries it)
             raise
         if executor.closed:
             return int(size.value), _NullExecutor(int(size.value))
