@@ -92,6 +92,8 @@ def scale_triple(scales: Any) -> tuple[Any, Any, Any]:
 
 def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any, func: str = PHASE1) -> tuple[float, float, float]:
     """None -> 0.0 (CANN's "not given"); other values must be real numbers (errors name *func*)."""
+    if scales_d is None and scales_h is None and scales_w is None:
+        return 0.0, 0.0, 0.0
     out = []
     for name, v in zip(SCALE_NAMES, (scales_d, scales_h, scales_w)):
         if v is None:
