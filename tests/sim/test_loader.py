@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -72,11 +73,11 @@ def sim_build_module():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("trees")
-    return {
-        "acl_rt": _build(base / "acl_rt", runtime_name="acl_rt"),
-        "legacy": _build(base / "legacy", op_lib_name="opapi"),
-        "custom": _build(base / "custom", op_lib_name="cust_opapi"),
-    }
+    kinds = {"acl_rt": {"runtime_name": "acl_rt"}, "legacy": {"op_lib_name": "opapi"},
+             "custom": {"op_lib_name": "cust_opapi"}}
+    with ThreadPoolExecutor(len(kinds)) as pool:  # (each build runs the compiler: the three at once)
+        futures = {name: pool.submit(_build, base / name, **kw) for name, kw in kinds.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def test_import_loads_nothing() -> None:

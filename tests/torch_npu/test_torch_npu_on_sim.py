@@ -169,7 +169,8 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _run(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict[str, Any], dict[str, Any]]:
+def _start(script: str, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """Start *script* in a child process in the simulator's environment; returns it and its report's path."""
     path = tmp_path / "scenario.py"
     path.write_text(script)
     report = tmp_path / "report.json"
@@ -180,26 +181,52 @@ def _run(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict
     env["CANN_SIM_REPORT"] = str(report)
     py = sys.executable
     cmd = f'eval "$("{py}" -m acl_bindings.sim env)" && exec "{py}" "{path}"'
-    proc = subprocess.run(["bash", "-c", cmd], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc, json.loads(lines[-1][len("RESULT "):]), json.loads(report.read_text())
+    proc = subprocess.Popen(["bash", "-c", cmd], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    return proc, report
+
+
+def _finish(proc: subprocess.Popen, report: Path) -> tuple[subprocess.CompletedProcess, dict[str, Any],
+                                                              dict[str, Any]]:
+    """Wait for a child of :func:`_start`; its completed process, its RESULT line and its simulator report."""
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    assert "Traceback" not in stderr, stderr
+    return done, json.loads(lines[-1][len("RESULT "):]), json.loads(report.read_text())
 
 
 @pytest.fixture(scope="module")
-def torch_npu_first(tmp_path_factory: pytest.TempPathFactory):
-    return _run(TORCH_NPU_FIRST, tmp_path_factory.mktemp("torch_npu_first"))
+def _children(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess.Popen, Path]]:
+    """The three scenarios' child processes, started together (each imports torch and torch_npu: seconds)."""
+    scripts = {"torch_npu_first": TORCH_NPU_FIRST, "torch_npu_imported": TORCH_NPU_IMPORTED,
+               "package_first": PACKAGE_FIRST}
+    children = {name: _start(script, tmp_path_factory.mktemp(name)) for name, script in scripts.items()}
+    yield children
+    for proc, _ in children.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 @pytest.fixture(scope="module")
-def torch_npu_imported(tmp_path_factory: pytest.TempPathFactory):
-    return _run(TORCH_NPU_IMPORTED, tmp_path_factory.mktemp("torch_npu_imported"))
+def torch_npu_first(_children):
+    return _finish(*_children["torch_npu_first"])
 
 
 @pytest.fixture(scope="module")
-def package_first(tmp_path_factory: pytest.TempPathFactory):
-    return _run(PACKAGE_FIRST, tmp_path_factory.mktemp("package_first"))
+def torch_npu_imported(_children):
+    return _finish(*_children["torch_npu_imported"])
+
+
+@pytest.fixture(scope="module")
+def package_first(_children):
+    return _finish(*_children["package_first"])
 
 
 def test_env_makes_torch_npu_see_the_simulator(torch_npu_first) -> None:
