@@ -71,7 +71,8 @@ class PreparedCall:
                 self._call.run(self._values, session.workspace, session.stream, session.clock)
                 if self.sync:
                     session.clock.sync()
-        return self._values[self._result] if self._result is not None else None
+            result = self._values[self._result] if self._result is not None else None  # (the arrays it ran on)
+        return result
 
     def _use(self, replace: Sequence[tuple[int, Any]]) -> None:
         values = list(self._values)
