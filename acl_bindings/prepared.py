@@ -92,8 +92,6 @@ class PreparedCall:
                     f"{want.shape} dtype {want.dtype} layout {old.layout} strides {want.strides} offset "
                     f"{want.offset}; got shape {got.shape} dtype {got.dtype} layout {arr.layout} strides "
                     f"{got.strides} offset {got.offset}")
-            values[pos] = arr
-        self._check_distinct(values)
         self._values = values
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from ._loader import load as load_backend
 from ._resource import releases_allowed, run_all
 from .allocator import CachingAllocator, PooledBuffer, StreamClock
 from .arrays import DeviceArray, check_extent, offset_in_base, positive_strides
-from .engine import Call, CallCache, PlanKey, plan_key
+from .engine import Call, CallCache, plan_key
 from .errors import AclnnParamError, ClosedError
 from .memory import host_bytes, host_span
 from .meta import contiguous_strides
@@ -266,17 +266,16 @@ class Session:
             raise AclnnParamError(161002, func, f"{param}: this DeviceArray belongs to another Session (device "
                                                 f"{value.session.device.id}); upload the data to this one")
 
-    def _run(self, op: TwoPhaseOp, values: Sequence[Any], key: Optional[PlanKey] = None,
-             call: Optional[Call] = None) -> Call:
-        """Every session call of an operator reaches the library here: *call*, else the kept :class:`Call` of its
-        shape (made and kept on a miss), run on the session's stream; the lock is held and the device current.
-        *key*: the values' plan key, when the caller knows it.  Returns the call."""
+    def _run(self, op: TwoPhaseOp, values: Sequence[Any], call: Optional[Call] = None) -> Call:
+        """Every session call of an operator reaches the library here: *call* (the caller looked it up), else the
+        kept :class:`Call` of its shape (made and kept on a miss), run on the session's stream; the lock is held
+        and the device current.  Returns the call."""
         if call is None:
-            key = plan_key(op, values) if key is None else key
+            key = plan_key(op, values)
             call = self.plans.get(key)
-        if call is None:
-            assert key is not None
-            call = self.plans.add(key, Call(op, values, plan=self.use_plans, lock=self._lock), self._sync_if_pending)
+            if call is None:
+                call = self.plans.add(key, Call(op, values, plan=self.use_plans, lock=self._lock),
+                                      self._sync_if_pending)
         size = call.run(values, self.workspace, self.stream, self.clock)
         self.calls += 1
         self.last_workspace_size = size
