@@ -1,17 +1,7 @@
 """ctypes bindings over the CANN runtime, nnopbase and aclnn operator libraries.
 
-Importing loads nothing.  The first call chooses a backend (real CANN, or the
-embedded CPU simulator) and says which; see :mod:`acl_bindings._loader` for the
-choice, :mod:`acl_bindings._search` for the search order and :mod:`acl_bindings._config`
-for the environment variables.
-
-Layers, each depending only on those before it:
-
-1. :mod:`acl_bindings.prototypes`: the C prototypes, as data;
-2. :data:`acl_bindings.lib`: the raw functions under their C names, checked;
-3. the objects: :class:`Device`, :class:`Stream`, :class:`Event`,
-   :class:`DeviceBuffer`, :class:`HostBuffer`, :class:`Tensor`, :class:`IntArray`,
-   :class:`TwoPhaseOp`, :class:`Executor`, :class:`Workspace`.
+Importing loads nothing; the first call chooses a backend (real CANN, or the embedded CPU simulator) and says which.
+Its layers and modules: docs/design.md, "Inside acl_bindings".
 """
 
 from __future__ import annotations

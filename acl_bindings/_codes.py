@@ -1,10 +1,6 @@
 """Status codes of the CANN runtime and of aclnn: ``{code: (NAME, explanation)}``.
 
-Transcribed from the public headers as summarised in the project's ABI notes
-(cann-abi.md §3): ``acl_base_rt.h`` (ACL_ERROR_*, CANN runtime 1.17 headers),
-``rt_error_codes.h`` (ACL_ERROR_RT_*) and nnopbase ``op_errno.h`` (ACLNN_*),
-checked against CANN 8.0.0 through 8.5 documentation.  The explanations are
-our own wording.
+Sources: cann-abi.md §3.4, §3.5 (docs/design.md, "The raw functions"); the explanations are our own wording.
 """
 
 from __future__ import annotations
@@ -102,7 +98,6 @@ CODES: dict[int, tuple[str, str]] = {
     990101: ("CANNSIM_ERR_STALE_HANDLE",
              "simulator-only: the device would silently use freed or stale memory here (a handle destroyed "
              "between the phases, or an address an op-cache wrapper would ignore)"),
-    # --- simulator only: never returned by CANN -------------------------------
     908401: ("CANNSIM_ERR_QUEUED_WORK",
              "simulator only: memory that queued stream work uses was freed or overwritten, or memory it writes "
              "was read, before that work completed (by a host call, or by work on another stream; a device "

@@ -1,20 +1,4 @@
-"""Every environment variable the binding reads, in one place.
-
-=============================  ==============================================================
-``ACL_BINDINGS_BACKEND``       ``auto`` (default): real CANN if found, else the simulator;
-                               ``cann``: real CANN or a clear error; ``sim``: the simulator.
-``ACL_BINDINGS_LIB_DIR``       a folder holding the libraries (or a root with ``lib64/``),
-                               searched first.
-``ACL_BINDINGS_LOG_CALLS``     ``1``: log every raw call, its arguments and result at DEBUG
-                               on the ``acl_bindings`` logger.
-``ACL_BINDINGS_REQUIRE_SIM``   ``1``: tests fail, rather than skip, when the simulator is missing.
-``ASCEND_HOME_PATH``,          set by CANN's ``set_env.sh``; ``<p>/lib64`` and
-``ASCEND_TOOLKIT_HOME``        ``<p>/<arch>-linux/lib64`` are searched.
-``ASCEND_CUSTOM_OPP_PATH``     ':'-separated custom operator packages (``op_api/lib/libcust_opapi.so``).
-``ASCEND_OPP_PATH``            its ``vendors/config.ini`` names vendor operator packages.
-``LD_LIBRARY_PATH``            searched after the variables above.
-=============================  ==============================================================
-"""
+"""Every environment variable the binding reads, in one place (their effects: docs/api.md, "Environment variables")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Why a shared library failed to load, in words, from ``dlopen``'s message and the file's ELF header.
 
-``dlopen`` reports the name that failed, which is not always the library asked for:
-``libopapi_math.so: cannot open shared object file`` while loading ``libopapi_cv.so``
-means that ``libopapi_cv.so`` was found and one of the libraries it needs was not.
-CANN's libraries find their dependencies (each other, ``libc_sec.so``, the driver's
-libraries) through ``LD_LIBRARY_PATH``, which the dynamic linker reads once, when the
-process starts (cann-abi.md §8.7).  So the remedy is to source ``set_env.sh`` before
-Python starts; changing ``os.environ`` inside Python comes too late.
+How a failure is read, and its usual remedy: docs/design.md, "Finding and loading the libraries".
 """
 
 from __future__ import annotations

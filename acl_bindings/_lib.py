@@ -1,24 +1,6 @@
-"""The raw functions, bound lazily under their C names, with automatic checks.
+"""The raw C functions, bound lazily under their C names, with status checks.
 
-``lib.aclrtMalloc(...)`` loads the libraries on first use (:mod:`._loader`),
-binds the symbol with the restype and argtypes of :data:`.prototypes.PROTOTYPES`,
-and attaches a ctypes ``errcheck`` chosen by the restype:
-
-* ``aclError`` / ``aclnnStatus``: a non-zero status raises :class:`AclError`;
-* ``aclTensor*`` / ``aclIntArray*``: NULL raises (561103, inner null pointer);
-* anything else is returned unchanged.
-
-With ``ACL_BINDINGS_LOG_CALLS=1`` (read when a function is first bound) every call
-is logged with its arguments and result on the ``acl_bindings`` logger.
-
-On failure the ``aclGetRecentErrMsg`` text is read once, immediately, on the
-failing thread, and stored in the exception.
-
-A closed handle object passed to a bound function raises :class:`ClosedError` (ctypes would
-report it as ``ctypes.ArgumentError``).  :meth:`Lib.unchecked` gives function objects without
-the Python ``errcheck``, for the calls whose result must be stored in the same statement
-(:mod:`._resource`).  The functions of :data:`.prototypes.HOLDS_GIL` (host metadata, never
-waiting) keep the GIL.
+How each result is checked, logged and reported: docs/design.md, "The raw functions".
 """
 
 from __future__ import annotations
@@ -89,9 +71,7 @@ def failure(status: int, func: str) -> Exception:
 
 
 def _bind(fn: Any, argtypes: tuple[Any, ...]) -> Callable[..., Any]:
-    """The Python function through which the ctypes function *fn* is called: a closed handle object among the
-    arguments (whose class-level ``_as_parameter_`` ctypes refuses) raises :class:`ClosedError` instead of
-    ``ctypes.ArgumentError``.  Raw calls take no lock: the objects' own methods do (:mod:`._resource`)."""
+    """*fn* wrapped so that a closed handle object among the arguments raises :class:`ClosedError` (no lock)."""
     name = fn.__name__
 
     def bound(*args: Any) -> Any:
@@ -187,8 +167,7 @@ def _logged(check: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _logged_unchecked(restype: Any) -> Callable[..., Any]:
-    """The logging ``errcheck`` of an :meth:`Lib.unchecked` function (*restype*: the table's): it logs and
-    returns the result unchanged.  (Logging runs Python code between the call and the store of its result.)"""
+    """The logging ``errcheck`` of an unchecked function (*restype*: the table's): the result is unchanged."""
     def errcheck(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
         if _log.isEnabledFor(logging.DEBUG):
             types = list(getattr(func, "argtypes", None) or ())
@@ -201,7 +180,7 @@ def _logged_unchecked(restype: Any) -> Callable[..., Any]:
 
 
 def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
-    """The ``errcheck`` used for a restype (see the module docstring); *log* adds call logging."""
+    """The ``errcheck`` of a restype (docs/design.md, "The raw functions"); *log* adds call logging."""
     if restype is c_int_result:
         check = _int_value
     elif restype in STATUS_TYPES:
@@ -267,7 +246,7 @@ class Lib:
         fn.restype = restype
         fn.argtypes = list(argtypes)
         fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
-        bound = _bind(fn, argtypes)  # (a handle object passed here is not closed under the call)
+        bound = _bind(fn, argtypes)
         with self._lock:
             self._bound[name] = bound
         return bound
@@ -280,20 +259,12 @@ class Lib:
         return dll[name]
 
     def unchecked(self, name: str) -> Any:
-        """A function object for *name* with the table's argtypes (handle pointers as ``c_void_p``) and
-        restype (a handle result as a Python int or None), **without errcheck**: the caller checks the
-        result (:func:`raise_for_status`).  For calls whose result must be stored in the same statement
-        as the call (see :mod:`._resource`), and for hot paths that check the status themselves.
+        """The ctypes function of *name* itself, **without errcheck**: the caller checks (:func:`raise_for_status`).
 
-        It is the ctypes function object itself (no Python wrapper), so it takes plain values: handles as
-        ints or ``c_void_p``, not handle objects (a closed one would surface as ``ctypes.ArgumentError``,
-        and nothing marks it in use).
-
-        An out-parameter (``T *``) takes its cell itself (a ``T`` instance), as well as ``byref(cell)``: for
-        a pointer argtype, ctypes passes an instance of the pointed-to type by reference (its documented
-        automatic ``byref``), after one type test.  That is the form hot paths use: ``byref`` objects go
-        through ctypes' slower general conversion (about 0.14 us more per argument, measured at the
-        prepared call's current-context test)."""
+        Its types are :func:`plain_types`: handles go in as ints or ``c_void_p`` (not handle objects), a handle
+        result comes back as an int or None, and an out-parameter takes its cell itself or ``byref(cell)``.
+        For results that must be stored in the statement of the call, and hot paths (docs/design.md, "The raw
+        functions").  :class:`MissingSymbolError` when the libraries do not export *name*."""
         fn = self._unchecked.get(name)
         if fn is not None:
             return fn
@@ -304,7 +275,7 @@ class Lib:
         fn = self._function(self._dll_of(name), name)  # a new function object: the bound one keeps its errcheck
         fn.restype = restype
         fn.argtypes = list(argtypes)
-        if _config.log_calls():  # ACL_BINDINGS_LOG_CALLS, read at bind time as for the bound functions
+        if _config.log_calls():  # read at bind time, as for the bound functions
             fn.errcheck = _logged_unchecked(proto[1])
         with self._lock:  # the ctypes function itself: no Python line between the call and its caller's store
             self._unchecked[name] = fn

@@ -1,23 +1,6 @@
-"""Finding and loading the CANN libraries, or the simulator.
+"""Finding and loading the CANN libraries, or the simulator: once per process, on first use.
 
-Nothing is loaded at import.  The first raw call (or :func:`load`) chooses the
-backend under a lock, once per process.  Every path read from the environment or
-from ``vendors/config.ini`` is made absolute when it is read, so a later
-``os.chdir`` cannot change what loads.
-
-Where each library is looked for, in order, is :mod:`acl_bindings._search`.
-
-A library that is found but does not load is reported with the reason, naming the
-dependency that ``dlopen`` could not find (:mod:`acl_bindings._dlerror`).
-
-Backend choice (``ACL_BINDINGS_BACKEND``): ``auto`` uses real CANN when the runtime
-loads and otherwise the simulator built in ``acl_bindings/sim/lib64``.  The
-fallback is quiet only when no CANN is present at all; when a CANN library is
-there but does not load (broken, partial, another architecture), the backend's
-:attr:`Backend.fallback` says so and a :class:`BackendFallbackWarning` is issued.
-``cann`` requires real CANN; ``sim`` uses the embedded simulator.  A library that
-exports ``cannsimVersion`` is the simulator, wherever it was found, and is
-reported as such.
+How the backend is chosen and each library found: docs/design.md, "Finding and loading the libraries".
 """
 
 from __future__ import annotations
@@ -70,11 +53,8 @@ class LibraryInfo:
 
 @dataclass
 class Backend:
-    """The libraries in use by this process.
-
-    ``kind`` is ``"cann"`` or ``"sim"``; ``requested`` is the ``ACL_BINDINGS_BACKEND``
-    value; ``tried`` lists every ``(path, reason)`` looked at while choosing.
-    """
+    """The libraries in use by this process: ``kind`` is ``"cann"`` or ``"sim"``, ``requested`` the
+    ``ACL_BINDINGS_BACKEND`` value, ``tried`` every ``(path, reason)`` looked at while choosing."""
 
     kind: str
     requested: str
@@ -96,8 +76,7 @@ class Backend:
 
     def check_one_runtime(self) -> None:
         """Raise :class:`TwoRuntimesError` when another file of this runtime's name is now mapped into the
-        process (torch_npu imported after the load, say, with another install's runtime): the loader refuses
-        that case before it loads, and this covers a client that came later.  Reads ``/proc/self/maps``."""
+        process (a torch_npu imported after the load, say); reads ``/proc/self/maps``."""
         others = mapped_libraries(os.path.basename(self.runtime.path)) - {os.path.realpath(self.runtime.path)}
         if others:
             raise _two_runtimes(sorted(others)[0], self.runtime.path, self.runtime.found_via, list(self.tried))
@@ -195,8 +174,7 @@ def _exports(dll: ctypes.CDLL, path: str, symbols: tuple[str, ...], tried: list[
 
 
 def _unload(dll: ctypes.CDLL) -> None:
-    """dlclose a library that is not used after all: left loaded, it would stand in for the simulator's
-    library of the same soname when the simulator is loaded next."""
+    """dlclose an unused library: left loaded, it would stand in for the simulator's library of that soname."""
     try:
         _ctypes.dlclose(dll._handle)  # type: ignore[attr-defined]
     except (OSError, AttributeError):  # pragma: no cover - nothing more to do
@@ -227,8 +205,7 @@ def _two_runtimes(other: str, ours: str, via: str, tried: list[tuple[str, str]])
 
 
 def _refuse_a_second_runtime(rt_path: str, rt_via: str, tried: list[tuple[str, str]]) -> None:
-    """Refuse *rt_path* when another file of that name is already loaded here: this process's libnnopbase and
-    operator libraries would bind to the first one, and calls would be split across two runtimes."""
+    """Refuse *rt_path* when another file of that name is loaded already (cann-abi.md §9.4)."""
     present = mapped_libraries(os.path.basename(rt_path))
     if present and os.path.realpath(rt_path) not in present:
         raise _two_runtimes(sorted(present)[0], rt_path, rt_via, tried)
@@ -236,11 +213,7 @@ def _refuse_a_second_runtime(rt_path: str, rt_via: str, tried: list[tuple[str, s
 
 def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], requested: str,
                include_custom: bool = True, broken: list[tuple[str, str]] | None = None) -> Backend | None:
-    """The first runtime of *folders* that loads with its nnopbase, or None.
-
-    ``broken`` collects ``(folder, reason)`` for every library that is present and does not load,
-    and for a runtime without its nnopbase (a partial install).
-    """
+    """The first runtime of *folders* that loads with its nnopbase, or None; *broken* gets what is there but fails."""
     broken = [] if broken is None else broken
     runtimes = _locate(RUNTIME_NAMES, folders, tried)
     if not runtimes:
@@ -248,8 +221,7 @@ def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], req
         return None
     for rt_path, rt_name, rt_via in runtimes:
         rt_dir = os.path.dirname(rt_path)
-        # only beside the runtime (both are in lib64 in every CANN layout, cann-abi.md §4.2): a runtime and an
-        # nnopbase of different installs would bind to each other's symbols
+        # only beside the runtime (cann-abi.md §4.2): an nnopbase of another install would bind to the wrong one
         nn_found = _locate((NNOPBASE_NAME,), [(rt_dir, rt_via)], None)
         if not nn_found:
             why = f"{NNOPBASE_NAME} not found beside {rt_name} (a partial install)"

@@ -1,23 +1,6 @@
-"""Ownership helpers shared by every handle-owning object.
+"""Ownership of handles: one cell per handle, a finalizer net, one lock per object.
 
-Each object owns one handle, held in a *cell* (a ``c_void_p``) that a ``weakref.finalize``
-registered **before** the C call already refers to.  The C function writes the handle into
-the cell (an out-parameter), or its result is stored there in the same statement as the call,
-so the one moment an interrupt can lose a handle is between a by-value constructor's return and
-that store.  A release takes the handle out of the cell before the C call (:func:`release_cell`),
-so it happens at most once: from ``close()`` (errors propagate; a release the library refused puts
-the handle back, so it can be retried), or as a safety net from the finalizer, whose callback holds
-the cell and the parent objects, never ``self`` (errors are logged, not printed).  After the process
-released ACL, or in a forked child, releases are skipped: the runtime no longer owns those handles.
-
-An open object's ``_as_parameter_`` is a plain instance attribute; once closed, the class-level
-:data:`DEAD` is a value ctypes refuses (no Python code runs in the conversion), and :mod:`._lib`
-reports that as :class:`ClosedError`.
-
-Every object has a lock (``_lock``): its owner's (a session's) where an owner made it, else the
-process lock :data:`RAW`.  Its methods that pass the handle to C (:func:`in_use`) and its ``close()``
-hold it, so a close waits for a use in progress and a later use raises :class:`ClosedError`.
-Locks are taken by ``with`` statements only; an owner's lock is always taken before :data:`RAW`.
+The rules: docs/design.md, "Lifetimes and interrupts" and "Handle objects".
 """
 
 from __future__ import annotations
@@ -90,12 +73,9 @@ def _quiet(release: Callable[..., Any], cell: c_void_p, *args: Any, before: Call
 
 
 def release_cell(cell: c_void_p, fn: Callable[..., int], *extra: Any) -> int:
-    """Call the C release *fn* (no ``errcheck``: it returns the status) on *cell*'s handle; return the status.
+    """Call the C release *fn* (no ``errcheck``) on *cell*'s handle and return the status; nothing for an empty cell.
 
-    The handle is taken out of the cell *before* the call (and put back when the release is
-    refused).  CPython delivers a Ctrl-C's exception when a call returns, so one that arrives
-    during the release finds the cell empty: a handle is never released twice.  (Between taking
-    and calling no Python-level check runs.)  Nothing is called when the cell is empty.
+    The handle leaves the cell before the call (back when refused), so an interrupt never makes it released twice.
     """
     handle = cell.value
     if not handle:
@@ -107,7 +87,7 @@ def release_cell(cell: c_void_p, fn: Callable[..., int], *extra: Any) -> int:
 
 
 def _release_handle(cell: c_void_p, release: Callable[..., Any], handle: Any, *args: Any) -> None:
-    cell.value = None  # (taken first, as in release_cell; see Resource._own)
+    cell.value = None  # taken first, as in release_cell
     try:
         release(handle, *args)
     except Exception:
@@ -162,13 +142,7 @@ class Resource:
     _as_parameter_: Any = DEAD
 
     def _arm(self, release: Callable[..., Any], *args: Any, before: Callable[[], Any] | None = None) -> c_void_p:
-        """Register the release of the handle about to be created; returns the (empty) cell it goes in.
-
-        Call it **before** the C call that creates the handle, and have that call write the cell.
-        ``release(cell, *args)`` must empty the cell when it succeeds (:func:`release_cell`) and raise
-        :class:`AclError` otherwise; *args* must not include ``self``.  *before*, if given, runs first
-        when the garbage collector (not ``close()``) releases it.
-        """
+        """Register the release of the handle about to be made (before its C call); return its empty cell."""
         cell = c_void_p()
         fin = weakref.finalize(self, _quiet, release, cell, *args, before=before)
         fin.atexit = False
@@ -178,11 +152,7 @@ class Resource:
 
     def _own(self, release: Callable[..., Any], handle: Any, *args: Any,
              before: Callable[[], Any] | None = None) -> None:
-        """Own a handle created already: ``release(handle, *args)`` releases it (and raises when refused).
-
-        Prefer :meth:`_arm` before the C call: between that call's return and this one, an interrupt
-        would lose the handle.
-        """
+        """Own a handle made already (prefer :meth:`_arm`: an interrupt before this call loses the handle)."""
         cell = self._arm(_release_handle, release, handle, *args, before=before)
         cell.value = 1  # armed
 
@@ -214,8 +184,7 @@ class Resource:
             self._on_close()
 
     def _undo(self) -> None:
-        """Release the handle of a constructor that failed after making it (a refused release is logged:
-        the constructor's error is the one to report; the finalizer net still owns the handle)."""
+        """Release the handle of a constructor that failed after making it (a refused release is only logged)."""
         try:
             self.close()
         except Exception as exc:

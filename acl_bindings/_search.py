@@ -1,38 +1,6 @@
-"""Where the CANN libraries are looked for: the search folders and the operator libraries, in order.
+"""Where the CANN libraries are looked for, in order (docs/design.md, "Finding and loading the libraries").
 
-Nothing is loaded here (:mod:`acl_bindings._loader` loads).  Every path read from the environment or from
-``vendors/config.ini`` is made absolute when it is read, so a later ``os.chdir`` cannot change what loads.
-
-The runtime (``libascendcl.so``, else ``libacl_rt.so``) is looked for in these
-folders, in order, and ``libnnopbase.so`` beside it (the first folder holding both
-that load wins); a folder on a path with a ``stub`` component is never searched
-(CANN ships link-time stubs there):
-
-1. ``$ACL_BINDINGS_LIB_DIR`` (the folder itself, then its ``lib64``);
-2. ``$ASCEND_HOME_PATH``, then ``$ASCEND_TOOLKIT_HOME``: ``<p>/lib64`` and
-   ``<p>/<arch>-linux/lib64`` (8.x ``ascend-toolkit`` and 8.5+/9.x ``cann`` layouts);
-3. each entry of ``$LD_LIBRARY_PATH``;
-4. the default roots ``/usr/local/Ascend/cann`` and
-   ``/usr/local/Ascend/ascend-toolkit/latest`` (``lib64``, ``<arch>-linux/lib64``).
-
-Operator symbols are looked up per symbol, in this order (cann-abi.md §4.1, §8.7; as in
-nnopbase's own list, ``NnopbaseGetOppApiPath`` in hicann/opbase
-``src/nnopbase/individual_op/executor/indv_collector.cpp``, custom packages come first and
-``libopapi.so`` last; among the split libraries the operator's own, ``libopapi_cv.so``, is
-tried first):
-
-1. custom operator packages: ``<e>/op_api/lib/libcust_opapi.so`` for each entry of
-   ``$ASCEND_CUSTOM_OPP_PATH``;
-2. vendor packages: ``$ASCEND_OPP_PATH/vendors/<v>/op_api/lib/libcust_opapi.so`` for
-   each ``v`` of the ``load_priority=`` line of ``vendors/config.ini``; a name that is
-   not a single folder name (``..``, ``a/b``) is refused with a warning;
-3. ``libopapi_cv.so``, then ``libopapi_math.so``, ``libopapi_nn.so``,
-   ``libopapi_transformer.so``, ``libopapi_oam.so``, ``libopapi_legacy.so``: in the
-   runtime's folder first, then in the other folders above;
-4. last, always (also where split libraries exist): ``libopapi.so`` from the same
-   folders, then the OPP package's built-in copy
-   (``<opp>/built-in/op_impl/ai_core/tbe/op_api/lib/linux/<arch>/libopapi.so``, with
-   ``<opp>`` = ``$ASCEND_HOME_PATH/opp_latest`` or ``$ASCEND_OPP_PATH``).
+Nothing is loaded here; every path read from the environment or ``vendors/config.ini`` is made absolute when read.
 """
 
 from __future__ import annotations
@@ -173,7 +141,7 @@ def _builtin_opapi() -> list[tuple[str, str]]:
 
 def op_candidates(runtime_dir: str, folders: list[tuple[str, str]],
                   include_custom: bool = True) -> list[tuple[str, str]]:
-    """Operator library paths in lookup order (see the module docstring); ``libopapi.so`` comes last."""
+    """``(path, found_via)`` of the operator libraries in lookup order; ``libopapi.so`` comes last."""
     out = [(p, via) for p, via in (_vendor_dirs() if include_custom else []) if os.path.isfile(p)]
     dirs = [(runtime_dir, "beside the runtime")] + [(f, v) for f, v in folders
                                                     if os.path.normpath(f) != os.path.normpath(runtime_dir)]

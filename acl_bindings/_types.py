@@ -1,9 +1,6 @@
 """C types of the CANN ABI as ctypes objects (cann-abi.md §2).
 
-``aclError`` and ``aclnnStatus`` are 4-byte ints; every C enum is passed as a
-4-byte int; ``aclrtStream``, ``aclrtContext`` and ``aclrtEvent`` are ``void*``.
-The nnopbase objects are opaque structs, each with its own pointer type so that
-ctypes refuses an ``aclIntArray*`` where an ``aclTensor*`` is expected.
+Each opaque nnopbase struct has its own pointer type, so that ctypes refuses an ``aclIntArray*`` for an ``aclTensor*``.
 """
 
 from __future__ import annotations
@@ -11,13 +8,9 @@ from __future__ import annotations
 import ctypes
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_void_p
 
-# typedef int aclError;
 aclError = c_int
-# typedef int32_t aclnnStatus;
 aclnnStatus = c_int32
-# C enums (aclDataType, aclFormat, aclrtMemcpyKind, aclrtMemMallocPolicy, aclrtMemAttr, ...)
-c_enum = c_int
-# typedef void *aclrtStream; typedef void *aclrtContext; typedef void *aclrtEvent;
+c_enum = c_int  # every C enum (aclDataType, aclFormat, aclrtMemcpyKind, ...)
 aclrtStream = c_void_p
 aclrtContext = c_void_p
 aclrtEvent = c_void_p

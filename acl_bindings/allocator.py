@@ -1,22 +1,6 @@
 """A stream-ordered caching allocator: device memory reused without aclrtMalloc/aclrtFree.
 
-The runtime's documentation says that frequent ``aclrtMalloc``/``aclrtFree`` cost
-performance and recommends allocating ahead and managing the memory yourself
-(cann-abi.md §8.4).  :class:`CachingAllocator` keeps freed blocks and hands them out
-again:
-
-* A request is rounded up to :data:`ROUND` bytes and served by an idle block of that
-  size (the most recently freed first, so a loop gets the same addresses back), else
-  by a new ``aclrtMalloc``.
-* A freed :class:`PooledBuffer` returns its block to the cache **stream-ordered**: the
-  block is reused only once the stream that may still use it has been synchronised
-  since (its :class:`StreamClock`).  Memory queued work still reads is never handed
-  to a synchronous copy (the simulator's 908401 rule would report it).
-* Out of memory: the cache is released and the allocation retried once.
-* The idle cache is capped at *capacity* bytes (oldest blocks freed first);
-  :meth:`CachingAllocator.empty_cache` releases it all.
-
-Wraps: aclrtMalloc, aclrtFree (through :class:`~acl_bindings.DeviceBuffer`).
+Its rules: docs/design.md, "The allocator's ordering".
 """
 
 from __future__ import annotations
@@ -47,11 +31,9 @@ def _rounded(nbytes: int) -> int:
 class StreamClock:
     """How much of the work queued on one stream is known to be finished.
 
-    :attr:`launched` counts the work queued on the stream (phase 2, async copies), incremented by the
-    statement right before the C call that queues it; :attr:`done` is the count a synchronisation saw
-    when it began (:meth:`sync`).  Memory used by the work counted so far is safe once ``done``
-    reaches :meth:`ready_mark`'s value.  An interrupt between the count and the queue leaves the clock
-    too cautious (one more sync before reuse), never unsafe.
+    :attr:`launched` counts the work queued (:meth:`queued`, right before the C call); :attr:`done` is the count
+    a synchronisation saw when it began (:meth:`sync`).  Memory used until now is safe once ``done`` reaches
+    :meth:`ready_mark`'s value.
     """
 
     __slots__ = ("launched", "done", "synchronize")
@@ -98,11 +80,7 @@ class _Block:
 
 class PooledBuffer:
     """*nbytes* of device memory from a :class:`CachingAllocator`, with :class:`~acl_bindings.DeviceBuffer`'s
-    interface (``ptr``, ``nbytes``, ``upload``, ``download``, ``copy_from``, ``memset``, ``close``).
-
-    ``close()`` returns the block to the cache; it is handed out again only after the
-    stream of *clock* has passed the work queued so far.
-    """
+    interface; ``close()`` returns the block, reused once the stream of *clock* passed the work queued so far."""
 
     def __init__(self, allocator: CachingAllocator, block: _Block, nbytes: int, clock: StreamClock) -> None:
         self._allocator = allocator
@@ -111,8 +89,7 @@ class PooledBuffer:
         self.nbytes = int(nbytes)
         self.ptr = block.buffer.ptr
         self.clock = clock
-        # dropped without close(): the block goes back to the cache (by an atomic append the allocator
-        # drains later, never by changing the cache from inside the garbage collector)
+        # dropped unclosed: an atomic append drained later (the garbage collector never changes the cache)
         self._fin = weakref.finalize(self, allocator._dropped.append, (block, clock))
         self._fin.atexit = False
 
@@ -176,14 +153,10 @@ class PooledBuffer:
 
 
 class CachingAllocator:
-    """Device memory of one :class:`~acl_bindings.Device`, cached between uses (see the module doc).
+    """Device memory of one :class:`~acl_bindings.Device`, cached between uses.
 
-    Attributes
-    ----------
-    capacity:
-        The most bytes of idle blocks kept.
-    mallocs, reuses:
-        Counts of blocks made with ``aclrtMalloc`` and of requests served from the cache.
+    ``capacity`` is the most bytes of idle blocks kept; ``mallocs`` and ``reuses`` count the blocks made with
+    ``aclrtMalloc`` and the requests served from the cache.
     """
 
     def __init__(self, device: Device, capacity: int = DEFAULT_CAPACITY, *, lock: Any = None) -> None:
@@ -269,10 +242,7 @@ class CachingAllocator:
             self._trim(self.capacity)
 
     def _trim(self, limit: int, wait: bool = False) -> None:
-        """Free idle blocks, oldest size class first, until at most *limit* bytes are cached.
-
-        With *wait*, a block whose stream may still use it is freed after that stream is synchronised.
-        """
+        """Free idle blocks, oldest size class first, to *limit* cached bytes (*wait*: busy ones after a sync)."""
         self._drain()
         first: Exception | None = None
         for size in list(self._free):

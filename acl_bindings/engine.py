@@ -98,6 +98,8 @@ class _Descriptors:
                     self.args.append(float(v))
                     continue
                 self.args.append(_owned(self.objects[-1], lock))
+            #: phase 1's C values (what ctypes passes for each argument): a one-shot run converts nothing
+            self.raw = [getattr(a, "_as_parameter_", a) for a in self.args]
         except BaseException:
             self.close()
             raise
@@ -106,6 +108,7 @@ class _Descriptors:
         """Use *tensor* at schema position *pos* from now on; returns the replaced one (the caller closes it)."""
         old = self.args[pos]
         self.args[pos], self.objects[self.objects.index(old)] = tensor, _owned(tensor, self.lock)
+        self.raw[pos] = tensor._as_parameter_
         return old
 
     def close(self) -> None:
@@ -193,7 +196,7 @@ class Call:
         slot = _owned(Executor(keep=(made,), slot=True), self._lock)
         if probe:
             try:
-                self.workspace_size, executor = self.op.get_workspace_size(*made.args, into=slot)
+                self.workspace_size, executor = self.op.refill(slot, made.raw)
                 executor._drop()
             except BaseException:
                 run_all([slot.close, made.close])
@@ -225,7 +228,7 @@ class Call:
             assert executor is not None
         else:
             assert self._executor is not None
-            size, executor = self.op.get_workspace_size(*descriptors.args, into=self._executor)
+            size, executor = self.op.refill(self._executor, descriptors.raw)
             self.workspace_size = size
         try:
             address = workspace.reserve(size)

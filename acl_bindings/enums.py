@@ -84,13 +84,8 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
-    """Map a numpy dtype (float32, float16, bfloat16 from ml_dtypes, int64) to its ``aclDataType``.
-
-    Raises
-    ------
-    TypeError
-        For any other dtype, naming it.
-    """
+    """Map a numpy dtype (float32, float16, bfloat16 from ml_dtypes, int64) to its ``aclDataType``; TypeError
+    for any other, naming it."""
     dt = np.dtype(dtype)
     if dt == np.float32:
         return DataType.FLOAT

@@ -1,25 +1,7 @@
-"""Exceptions of the binding, keyed by status code.
+"""Exceptions of the binding, keyed by status code (the classes and their codes: docs/api.md, "Errors").
 
-* :class:`AclError` is the base of every failure that a CANN (or simulator)
-  function reported, and of the host-side checks that speak the same codes.
-* :class:`AclParamError` (also a :class:`ValueError`) for parameter errors:
-  ``100000``, ``107000``, ``161001`` and ``161002``.
-* :class:`AclMemoryError` (also a :class:`MemoryError`) for allocation failures.
-* :class:`AclRuntimeError` for runtime and device faults (``107xxx``, ``207xxx``,
-  ``507xxx``, ``361001``), and the simulator's ``908401`` (memory raced queued work).
-* :class:`AclnnInnerError` for aclnn internal errors (``561xxx``).
-* :class:`LibraryNotFoundError` (an :class:`OSError`, not an :class:`AclError`)
-  when no library could be loaded.
-* :class:`ClosedError` for use of an object after ``close()``.
-* :class:`AclTypeError` (an :class:`AclParamError` that is also a :class:`TypeError`)
-  for an argument of the wrong Python type: it carries the code CANN gives.
-* :class:`LoaderWarning` when a library or configuration that was found is not used,
-  and its subclass :class:`BackendFallbackWarning` when a CANN install is present but
-  does not load, so the simulator is used.
-
-Every :class:`AclError` carries ``code``, ``name``, ``explanation``, ``func``
-(the C function) and ``detail`` (the ``aclGetRecentErrMsg`` text, read once, on
-the failing thread, right after the failure).  All of them pickle.
+Every :class:`AclError` carries ``code``, ``name``, ``explanation``, ``func`` (the C function) and ``detail`` (the
+``aclGetRecentErrMsg`` text, or a host check's message); every exception pickles.
 """
 
 from __future__ import annotations
@@ -52,17 +34,8 @@ _STATE_CODES = {100001, 100002, 100037, 107002, 107003}
 
 
 class AclError(RuntimeError):
-    """A CANN status code that is not success.
-
-    Parameters
-    ----------
-    code:
-        The ``aclError`` / ``aclnnStatus`` value.
-    func:
-        Name of the C function that returned it (or whose check failed).
-    detail:
-        The ``aclGetRecentErrMsg`` text, or the host-side check's message.
-    """
+    """A CANN status *code* that is not success, from the C function *func* (or whose host check failed), with
+    *detail*: the ``aclGetRecentErrMsg`` text, or the host check's message."""
 
     def __init__(self, code: int, func: str = "", detail: str = "") -> None:
         self.code = int(code)
@@ -103,10 +76,7 @@ AclnnParamError = AclParamError
 
 
 class AclTypeError(AclParamError, TypeError):
-    """A parameter of the wrong Python type (a list for an array, a str for a size or a scale).
-
-    Also a :class:`TypeError`, and an :class:`AclParamError` with the code CANN gives for it.
-    """
+    """A parameter of the wrong Python type (a list for an array, a str for a size): also a :class:`TypeError`."""
 
 
 class AclMemoryError(AclError, MemoryError):
@@ -118,7 +88,7 @@ class AclStateError(AclError):
 
 
 class AclRuntimeError(AclError):
-    """A runtime or device fault (107xxx, 207xxx, 507xxx, 361001, 5000xx)."""
+    """A runtime or device fault (107xxx, 207xxx, 507xxx, 361001, 5000xx; the simulator's 908401, 908402)."""
 
 
 class AclnnInnerError(AclError):
@@ -142,10 +112,7 @@ def error_class_for(code: int) -> type[AclError]:
 
 
 class LibraryNotFoundError(OSError):
-    """No usable CANN (or simulator) library was found.
-
-    ``tried`` lists ``(path, reason)`` for every candidate.
-    """
+    """No usable CANN (or simulator) library was found; ``tried`` lists ``(path, reason)`` for every candidate."""
 
     def __init__(self, message: str, tried: list[tuple[str, str]] | None = None) -> None:
         super().__init__(message)

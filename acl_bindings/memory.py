@@ -1,7 +1,6 @@
 """Device buffers and pinned host buffers.
 
-Wraps: aclrtMalloc, aclrtFree, aclrtMallocHost, aclrtFreeHost, aclrtMemcpy,
-aclrtMemcpyAsync, aclrtMemset, aclrtMemsetAsync.
+Wraps: aclrtMalloc, aclrtFree, aclrtMallocHost, aclrtFreeHost, aclrtMemcpy[Async], aclrtMemset[Async].
 """
 
 from __future__ import annotations
@@ -23,10 +22,8 @@ from .values import index_arg, int32_arg
 
 __all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes", "buffer_closes"]
 
-#: How many device buffers have been closed in this process (a :class:`DeviceBuffer`, or an allocator's
-#: :class:`~acl_bindings.allocator.PooledBuffer` returned to its cache): buffers found open at one count are
-#: still open while it has not changed (a prepared call checks its buffers only then).  A forked child counts
-#: one more: no buffer it inherited is usable there.
+#: Device buffers closed in this process (pooled ones included; a forked child adds one): buffers open at one
+#: count are open while it is unchanged.
 buffer_closes = [0]
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: buffer_closes.__setitem__(0, buffer_closes[0] + 1))
@@ -35,11 +32,8 @@ _SIZE_LIMIT = 1 << 64  # ctypes would silently truncate a larger size_t
 
 
 def host_span(array: np.ndarray) -> tuple[int, int]:
-    """``(address, nbytes)`` of the smallest byte range holding every element of *array*.
-
-    Strides must be >= 0.  For a contiguous array this is its data buffer; for a
-    strided view it includes the gaps between elements (which belong to its base).
-    """
+    """``(address, nbytes)`` of the smallest byte range holding every element of *array* (gaps of a strided view
+    included); ValueError for negative strides."""
     if array.size == 0:
         return int(array.ctypes.data), 0
     if any(s < 0 for s in array.strides):
@@ -67,17 +61,8 @@ def _free(cell: c_void_p, device: Device) -> None:
 
 
 class DeviceBuffer(Resource):
-    """*nbytes* of device memory on *device*; keeps the device alive.
-
-    Parameters
-    ----------
-    device:
-        The owning :class:`~acl_bindings.Device`.
-    nbytes:
-        Size in bytes, > 0.
-    policy:
-        The ``aclrtMemMallocPolicy`` (default ``HUGE_FIRST``, as the official sample).
-    """
+    """*nbytes* (> 0) of device memory on *device* (kept alive), allocated with the ``aclrtMemMallocPolicy``
+    *policy* (default ``HUGE_FIRST``, as the official sample)."""
 
     _what = "device buffer"
 
@@ -96,9 +81,8 @@ class DeviceBuffer(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
-
     def close(self) -> None:
-        """Free the memory now (see :class:`~acl_bindings._resource.Resource`).  Idempotent."""
+        """Free the memory now; idempotent."""
         try:
             super().close()
         finally:
@@ -179,11 +163,8 @@ def _free_host(cell: c_void_p, device: Device) -> None:
 
 
 class HostBuffer(Resource):
-    """*nbytes* of pinned host memory.  :meth:`array` views it as numpy.
-
-    A view keeps the buffer alive (the memory is freed with the last view, when the buffer
-    itself is dropped), and ``close()`` raises :class:`BufferError` while views of it exist.
-    """
+    """*nbytes* of pinned host memory; :meth:`array` views it as numpy (a view keeps it alive, and ``close()``
+    raises :class:`BufferError` while views exist)."""
 
     _what = "host buffer"
 

@@ -1,9 +1,5 @@
 """aclTensor and aclIntArray handles (nnopbase).
 
-A :class:`Tensor` describes device memory: view shape, dtype, element strides,
-element offset, format and storage dims, over an address it does not own.  It
-keeps the :class:`~acl_bindings.DeviceBuffer` it describes alive.
-
 Wraps: aclCreateTensor, aclDestroyTensor, aclCreateIntArray, aclDestroyIntArray.
 """
 
@@ -46,7 +42,6 @@ class TensorArg(NamedTuple):
         return self
 
 
-
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     """Row-major element strides of *shape*."""
     strides, acc = [], 1
@@ -74,8 +69,7 @@ def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -
 
 
 def _check_inside(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, itemsize: int, nbytes: int) -> None:
-    """Refuse a view that reaches outside its buffer: nnopbase never checks an output's extent (its ViewCopy
-    does not Validate, cann-abi.md §8.1), so CANN would write past the buffer."""
+    """Refuse a view outside its buffer: CANN never checks an output's extent (cann-abi.md §8.1)."""
     if any(n == 0 for n in shape):
         return
     low = offset + sum(min(0, st * (n - 1)) for n, st in zip(shape, strides))
@@ -93,9 +87,7 @@ _EXACT_OVERLAP_LIMIT = 1 << 22  # elements: above this, a layout the quick rule 
 def overlap_problem(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> Optional[str]:
     """Why two elements of an array with these byte *strides* share memory, or None when none do.
 
-    A zero stride over a dim of size > 1 always overlaps.  Otherwise the dims sorted by stride must
-    each step past everything the smaller ones span; a layout that fails that quick rule is checked
-    element by element (up to 2**22 elements; larger ones are refused as not provably disjoint).
+    A layout the quick rule cannot clear is checked element by element up to 2**22 elements; above, it is refused.
     """
     if any(n == 0 for n in shape):
         return None
@@ -132,30 +124,13 @@ def _destroy_tensor(cell: c_void_p) -> None:
 
 
 class Tensor(Resource):
-    """An ``aclTensor`` over device memory.
+    """An ``aclTensor`` of view *shape* and *dtype* (numpy's, or a :class:`DataType`) over device memory.
 
-    Parameters
-    ----------
-    shape:
-        View dims.
-    dtype:
-        numpy dtype (float32, float16, ml_dtypes.bfloat16, int64) or a :class:`DataType`.
-    buffer:
-        The :class:`DeviceBuffer` holding the data (kept alive), or None with *address*.  The view must lie
-        inside it (``ValueError`` otherwise: CANN never checks an output's extent, cann-abi.md §8.1).
-    strides:
-        Element strides of the view (default: contiguous).
-    offset:
-        Element offset of the view's first element from the address.
-    format:
-        The ``aclFormat`` (default ND).
-    storage_dims:
-        Storage shape.  Default, as torch_npu describes its tensors (cann-abi.md §8.1): over a
-        *buffer*, 1-D, the buffer's whole element count; over a raw *address*, 1-D, the
-        elements the view reaches (:func:`view_extent`).  nnopbase refuses a non-contiguous
-        view that reaches past its storage.
-    address:
-        Raw device address, when no *buffer* is given (borrowed memory).
+    *buffer* is the :class:`DeviceBuffer` holding the data (kept alive; the view must lie inside it, else
+    ``ValueError``: CANN never checks an output's extent, cann-abi.md §8.1), or None with a raw, borrowed
+    *address*.  *strides* (default contiguous) and *offset* are in elements, *format* an ``aclFormat`` (default ND);
+    *storage_dims* defaults to 1-D, as torch_npu's: the buffer's element count, or the elements the view reaches
+    (:func:`view_extent`).
     """
 
     _what = "tensor"
@@ -199,7 +174,6 @@ class Tensor(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
-
     @property
     def dtype(self) -> np.dtype:
         """The numpy dtype."""
@@ -233,7 +207,6 @@ class IntArray(Resource):
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
-
 
     def __len__(self) -> int:
         return len(self.values)

@@ -26,6 +26,7 @@ aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
 
 from __future__ import annotations
 
+import functools
 from ctypes import c_double, c_uint64, c_void_p, cast, pointer
 from enum import Enum
 from typing import Any, NamedTuple, Sequence
@@ -252,33 +253,41 @@ class TwoPhaseOp:
         """Whether the loaded operator libraries export both phases."""
         return lib.has(self.phase1_name) and lib.has(self.phase2_name)
 
-    def get_workspace_size(self, *args: Any, keep: tuple[Any, ...] = (),
-                           into: Executor | None = None) -> tuple[int, Executor]:
-        """Phase 1: returns ``(workspace_size, executor)``.  Raises on a non-zero status.  *into*: a slot
-        (:attr:`Executor.slot`) to write the executor into, instead of a new :class:`Executor`."""
+    def get_workspace_size(self, *args: Any, keep: tuple[Any, ...] = ()) -> tuple[int, Executor]:
+        """Phase 1: returns ``(workspace_size, executor)``; the executor keeps *keep* alive.  Raises on a non-zero
+        status."""
         size = c_uint64()
-        if into is None:
-            executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
-        else:
-            executor = into
-            executor._drop()  # (one that an interrupt left unrun)
+        executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
         try:
             with lock_of(args):  # (the handles' close() waits for it)
                 getattr(lib, self.phase1_name)(*args, size, executor.out)  # (size: the cell itself)
             executor._adopted()
         except BaseException:
-            if into is None:
-                executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)
-            else:
-                try:
-                    executor._drop()
-                except Exception:
-                    pass  # (phase 1's error is the one to report; the next phase 1 into the slot retries it)
+            executor._undo()  # (an interrupt after phase 1 wrote it: destroyed now)
             raise
-        if executor.closed:
-            return int(size.value), _NullExecutor(int(size.value))
-        executor.workspace_size = int(size.value)
-        return int(size.value), executor
+        return self._result(int(size.value), executor)
+
+    def refill(self, slot: Executor, args: Sequence[Any]) -> tuple[int, Executor]:
+        """Phase 1 into a one-shot call's *slot* (:attr:`Executor.slot`) on *args*, the C values of its
+        descriptors, which the caller owns and whose lock it holds.  As :meth:`get_workspace_size`."""
+        slot._drop()  # (one that an interrupt left unrun)
+        size = c_uint64()
+        rc = self._phase1(*args, size, slot._cell)  # (the cell itself: written in place)
+        slot._adopted()
+        if rc:
+            try:
+                slot._drop()
+            except Exception:
+                pass  # (phase 1's error is the one to report; the next phase 1 into the slot retries it)
+            raise_for_status(rc, self.phase1_name)
+        return self._result(int(size.value), slot)
+
+    @staticmethod
+    def _result(size: int, executor: Executor) -> tuple[int, Executor]:
+        if executor.closed:  # phase 1 succeeded with nothing to run
+            return size, _NullExecutor(size)
+        executor.workspace_size = size
+        return size, executor
 
     def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream | Any, *,
                 clock: Any = None) -> None:
@@ -315,13 +324,15 @@ class TwoPhaseOp:
         if rc:
             raise_for_status(rc, self.phase2_name)
 
-    @property
+    @functools.cached_property
+    def _phase1(self) -> Any:
+        """Phase 1's unchecked C function (bound on first use, on the loaded backend)."""
+        return lib.unchecked(self.phase1_name)
+
+    @functools.cached_property
     def _phase2(self) -> Any:
-        """Phase 2's unchecked C function (bound once, on the loaded backend)."""
-        fn = self.__dict__.get("_phase2_fn")
-        if fn is None:
-            fn = self._phase2_fn = lib.unchecked(self.phase2_name)
-        return fn
+        """Phase 2's unchecked C function (bound on first use, on the loaded backend)."""
+        return lib.unchecked(self.phase2_name)
 
     def __repr__(self) -> str:
         return f"<TwoPhaseOp aclnn{self.name}>"

@@ -1,19 +1,9 @@
-"""The C prototypes this binding calls, as data.
+"""The C prototypes this binding calls, as data: ``{name: (role, restype, argtypes)}``, each with its C declaration
+beside it (cann-abi.md §1.1, §1.2; typedefs §2).
 
-``PROTOTYPES`` maps each C function name to ``(role, restype, argtypes)``, where
-*role* names the library that exports it:
-
-* ``"runtime"``: libascendcl.so (CANN 8.x) or libacl_rt.so (newest runtime);
-* ``"nnopbase"``: libnnopbase.so (aclTensor, aclIntArray, executors);
-* ``"opapi"``: the operator libraries (custom packages, libopapi_*.so, libopapi.so).
-
-Each entry has its C declaration beside it, as given in the public headers
-(cann-abi.md §1.1, §1.2, §1.4; typedef sizes §2).  ``OPTIONAL`` lists the
-functions that older or newer CANN releases may lack: they are probed, never
-required.  ``SIM_ONLY`` lists the extra symbols that only the simulator exports.
-
-Operator entry points are not listed here: an operator package declares its
-own (see :class:`acl_bindings.TwoPhaseOp`).
+*role* names the library that exports it: ``"runtime"`` (libascendcl.so or libacl_rt.so), ``"nnopbase"`` or
+``"opapi"`` (the operator libraries).  ``OPTIONAL``: probed, never required; ``SIM_ONLY``: the simulator's extras.
+An operator package declares its own two phases (:class:`acl_bindings.TwoPhaseOp`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The diagnostics report of ``python -m acl_bindings``.
-
-Exit codes, as the ``upsample3d-grad`` command's: 0 healthy; 1 unhealthy (a runtime
-error, or a CANN install that is present but did not load, so the simulator is used);
-2 usage error; 3 no library could be loaded (or ``ACL_BINDINGS_BACKEND`` is not valid).
-"""
+"""The diagnostics report of ``python -m acl_bindings``; its exit codes are the ``upsample3d-grad`` command's."""
 
 from __future__ import annotations
 
@@ -98,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the report; returns the exit code (see the module docstring)."""
+    """Print the report; return the exit code (``EXIT_*``, as the parser's epilog says)."""
     build_parser().parse_args(argv)
     try:
         _config.backend()

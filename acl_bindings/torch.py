@@ -1,14 +1,4 @@
-"""PyTorch tensors as host arrays and as borrowed device memory (torch is optional: imported only on use).
-
-* :func:`tensor_to_numpy` views a CPU tensor as numpy without a copy (strides kept; bfloat16
-  through an int16 view reinterpreted as ``ml_dtypes.bfloat16``); :func:`numpy_to_tensor` is the
-  way back; :func:`host_view` turns a CPU tensor argument into its numpy view and refuses a tensor
-  on another device, naming the parameter.
-* :class:`TensorDescription` describes a tensor's memory to aclnn the way torch_npu does (cann-abi.md
-  §1.3): the storage's base pointer, the tensor's sizes, element strides and storage offset, and a
-  1-D storage shape; its ``arg(format)`` is the :class:`acl_bindings.meta.TensorArg` that :mod:`acl_bindings.engine`
-  runs any declared operator on (the memory stays the caller's).
-"""
+"""PyTorch tensors as host arrays and as borrowed device memory (torch is optional: imported only on use)."""
 
 from __future__ import annotations
 
@@ -21,7 +11,6 @@ from .meta import TensorArg
 
 __all__ = ["torch_module", "is_tensor", "host_view", "tensor_to_numpy", "numpy_to_tensor",
            "TensorDescription"]
-
 
 
 def torch_module() -> Any:
@@ -43,22 +32,9 @@ def is_tensor(x: Any) -> bool:
 def host_view(x: Any, param: str, *, writable: bool = False, elsewhere: str = "") -> Any:
     """*x* as numpy when it is a CPU torch tensor (a view sharing its memory); anything else unchanged.
 
-    Parameters
-    ----------
-    x:
-        A torch tensor, or anything else (returned as it is).
-    param:
-        The parameter's name, for the error message.
-    writable:
-        The result is written into (``out=``): a view that would need a copy is refused.
-    elsewhere:
-        Appended to the message for a tensor on another device (where such tensors can go).
-
-    Raises
-    ------
-    TypeError
-        When the tensor lives on another device than the CPU, or when *writable* and the tensor is a
-        negative or conjugate view (numpy cannot write through it).
+    *param* names the parameter in errors; *writable* (an ``out=``) refuses a view that would need a copy;
+    *elsewhere* ends the message for a tensor on another device.  TypeError for a tensor not on the CPU, or for a
+    negative or conjugate view when *writable* (numpy cannot write through it).
     """
     if not is_tensor(x):
         return x
@@ -72,24 +48,10 @@ def host_view(x: Any, param: str, *, writable: bool = False, elsewhere: str = ""
 
 
 def tensor_to_numpy(t: Any) -> np.ndarray:
-    """View a CPU torch tensor as a numpy array, without a copy where possible.
+    """View a CPU torch tensor as numpy, sharing its memory and strides (writing the view writes *t*).
 
-    Parameters
-    ----------
-    t:
-        A ``torch.Tensor`` on the CPU.  ``requires_grad`` is ignored (detached);
-        bfloat16 becomes ``ml_dtypes.bfloat16``; negative or conjugate views are
-        resolved first (which copies).
-
-    Returns
-    -------
-    numpy.ndarray
-        Sharing memory with *t* (same strides), so writing into it writes into *t*.
-
-    Raises
-    ------
-    TypeError
-        If *t* is not a tensor, or lives on another device than the CPU.
+    ``requires_grad`` is ignored; bfloat16 becomes ``ml_dtypes.bfloat16``; a negative or conjugate view is resolved
+    first (a copy).  TypeError when *t* is not a tensor or not on the CPU.
     """
     torch = torch_module()
     if not isinstance(t, torch.Tensor):
@@ -118,18 +80,9 @@ def numpy_to_tensor(a: np.ndarray) -> Any:
 class TensorDescription:
     """How a tensor's memory is described to aclnn, the way torch_npu does it (cann-abi.md §1.3).
 
-    Attributes
-    ----------
-    shape, strides:
-        ``t.shape`` and ``t.stride()`` (elements).
-    offset:
-        ``t.storage_offset()`` (elements).
-    storage_dims:
-        ``(storage bytes // itemsize,)``: a 1-D storage shape.
-    address:
-        The storage's base pointer (not ``data_ptr()``, which includes the offset).
-    dtype:
-        The numpy dtype the elements are described as.
+    ``shape``, ``strides`` and ``offset`` are ``t.shape``, ``t.stride()`` and ``t.storage_offset()`` (elements),
+    ``storage_dims`` the 1-D storage ``(storage bytes // itemsize,)``, ``address`` the storage's base pointer (not
+    ``data_ptr()``, which includes the offset), ``dtype`` the numpy dtype the elements are described as.
     """
 
     def __init__(self, t: Any, dtype: np.dtype) -> None:

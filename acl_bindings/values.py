@@ -1,8 +1,7 @@
 """The one definition of each rule for argument values: ints, int32s and int arrays.
 
-ctypes converts an out-of-range Python int to a fixed-width C int by silently dropping the high bits
-(``2**32 + 5`` arrives as 5 in an ``int32_t``), and accepts ``True`` as 1: so values a caller chooses
-are checked here first, with an error that names the parameter.
+A value a caller chooses is checked here before ctypes sees it (ctypes drops the high bits of a too-large int,
+and takes ``True`` for 1), with an error that names the parameter.
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ def index_arg(what: str, value: object) -> int:
 def int32_arg(what: str, value: object, minimum: int = -(2 ** 31), rule: str = "") -> int:
     """*value* checked for an ``int32_t`` parameter: TypeError / ValueError naming *what* otherwise.
 
-    ctypes converts an out-of-range Python int to ``c_int32`` by silently dropping the high
-    bits (``2**32 + 5`` arrives as 5), so an int32 argument a caller chooses is checked here
-    first.  *rule* describes the accepted values in the message (default: the range).
+    *rule* describes the accepted values in the message (default: the range).
     """
     number = index_arg(what, value)
     if not minimum <= number < 2 ** 31:

@@ -1,12 +1,7 @@
-"""The CPU simulator of the CANN libraries (C sources in ``src/``, built into ``lib64/``).
+"""The CPU simulator of the CANN libraries (C sources in ``src/``, built into ``lib64/``), and its sim-only controls.
 
-It exports the runtime, nnopbase and operator symbols with the documented C signatures and error codes, and
-says what it is: ``aclrtGetSocName()`` answers ``"CANN-Simulator"`` (unless ``CANN_SIM_SOC`` names another
-SoC) and it alone exports ``cannsimVersion``.  Stream work is asynchronous, as on a device; where a device
-would corrupt memory silently (freeing, overwriting or reading memory that queued work uses), it fails with
-the simulator-only 908401.  The helpers here read its sim-only controls (live handles, call counts, faults,
-stream modes) through the loaded libraries, and raise when the backend is not the simulator.  Its switches
-(``CANN_SIM_*``) and rules: docs/fidelity.md.
+The controls raise RuntimeError when the loaded backend is not the simulator.  What it enforces, and its
+``CANN_SIM_*`` switches: docs/fidelity.md.
 """
 
 from __future__ import annotations

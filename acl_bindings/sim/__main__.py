@@ -1,16 +1,6 @@
 """``python -m acl_bindings.sim env``: the shell lines that make a process's torch_npu use the simulator.
 
-After ``eval "$(python -m acl_bindings.sim env)"``, ``import torch, torch_npu`` loads the simulator's libraries
-as if they were a CANN install (docs/cann-abi.md, "torch_npu on the simulator"):
-
-* ``ASCEND_HOME_PATH`` is the simulator's root (its ``lib64/``, and the empty ``runtime/``, ``compiler/`` and
-  ``opp/`` folders torch_npu checks for), ``ASCEND_OPP_PATH`` its ``opp/``;
-* ``LD_LIBRARY_PATH`` starts with its ``lib64/``, where libtorch_npu.so finds libascendcl.so and the stub
-  libraries it links, and op-plugin the operator libraries;
-* ``CANN_SIM_SOC`` is an Atlas A2 name torch_npu knows (``Ascend910B1`` unless ``--soc`` says otherwise).
-
-The simulator must have been built (``python -m acl_bindings.sim.build``).  No variable is set here: the lines
-are printed, and only a process started after they ran sees them.
+What they set: docs/design.md, "The simulator's build"; only a process started after they ran sees them.
 """
 
 from __future__ import annotations
@@ -27,12 +17,8 @@ DEFAULT_SOC = "Ascend910B1"
 def env_lines(soc: str = DEFAULT_SOC) -> list[str]:
     """The ``export`` lines for a POSIX shell, in order.
 
-    Raises
-    ------
-    ValueError
-        If *soc* is empty or has spaces or control characters.
-    RuntimeError
-        If the simulator's libraries or its layout folders are missing (build it first).
+    ValueError for a *soc* that is empty or has spaces or control characters; RuntimeError when the simulator's
+    libraries or layout folders are missing (build it first).
     """
     if not soc or not soc.isprintable() or any(ch.isspace() for ch in soc):
         raise ValueError(f"--soc: a SoC name is a non-empty word (for example {DEFAULT_SOC}), got {soc!r}")

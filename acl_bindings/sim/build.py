@@ -1,20 +1,7 @@
-"""Build the CPU simulator of the CANN libraries from the C sources in ``src/``.
+"""Build the CPU simulator of the CANN libraries from the C sources in ``src/`` into ``<root>/lib64/``.
 
-The simulator is three shared libraries with the names, symbols and signatures of the real
-ones (cann-abi.md §1, §4):
-
-* the runtime, ``libascendcl.so`` (or ``libacl_rt.so`` with ``runtime_name="acl_rt"``),
-* ``libnnopbase.so``, linked against the runtime,
-* the operator library, ``libopapi_cv.so`` (or ``libopapi.so`` with ``op_lib_name="opapi"``),
-  linked against both.
-
-They are written to ``<root>/lib64/``, linked with ``-Wl,-rpath,'$ORIGIN'`` so that they find
-each other there.  This module has no package-relative imports, so it can be loaded by path
-(``setup.py`` does) or run as a script::
-
-    python acl_bindings/sim/build.py [--root DIR] [--runtime-name acl_rt] [--op-lib opapi] [--force]
-    python -m acl_bindings.sim.build ...
-    python -m acl_bindings.sim.build --sanitize   # ASan+UBSan into <root>/lib64-sanitize/ (LD_PRELOAD libasan)
+No package-relative imports: ``setup.py`` loads this file by path.  Run ``python acl_bindings/sim/build.py`` or
+``python -m acl_bindings.sim.build`` (``--help``).  What it builds: docs/design.md, "The simulator's build".
 """
 
 from __future__ import annotations
@@ -44,20 +31,7 @@ __all__ = ["build", "find_compiler", "library_names", "main"]
 
 
 def library_names(runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv") -> dict[str, str]:
-    """Return the file names of the three simulator libraries.
-
-    Parameters
-    ----------
-    runtime_name : str
-        Base name of the runtime library (``"ascendcl"`` or ``"acl_rt"``).
-    op_lib_name : str
-        Base name of the operator library (``"opapi_cv"`` or ``"opapi"``).
-
-    Returns
-    -------
-    dict of str to str
-        Keys ``"runtime"``, ``"nnopbase"`` and ``"op"``, values such as ``"libascendcl.so"``.
-    """
+    """The file names of the three libraries, by ``"runtime"``, ``"nnopbase"`` and ``"op"`` (``"libascendcl.so"``)."""
     return {
         "runtime": f"lib{runtime_name}.so",
         "nnopbase": "libnnopbase.so",
@@ -66,19 +40,7 @@ def library_names(runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv")
 
 
 def find_compiler(cc: str | None = None) -> str | None:
-    """Locate a C compiler.
-
-    Parameters
-    ----------
-    cc : str or None
-        Explicit compiler (name or path).  If None, the environment variable ``CC`` is used,
-        then ``cc``, ``gcc`` and ``clang`` on ``PATH``.
-
-    Returns
-    -------
-    str or None
-        Full path of the compiler, or None if none was found.
-    """
+    """The full path of a C compiler: *cc* (name or path), else ``$CC``, ``cc``, ``gcc``, ``clang``; None if none."""
     candidates: list[str] = []
     if cc:
         candidates.append(cc)
@@ -105,8 +67,7 @@ OPAPI_SOURCES = ("opapi.c", "ws_plan.c")
 
 
 def _sources() -> dict[str, list[Path]]:
-    """The C files of each library.  The operator library takes every operator in ``src/ops/`` and every
-    kernel in ``src/kernels/``: adding an operator is adding its file there."""
+    """The C files of each library; the operator library takes every file of ``src/ops/`` and ``src/kernels/``."""
     return {
         "runtime": [SRC / n for n in RUNTIME_SOURCES],
         "nnopbase": [SRC / n for n in NNOPBASE_SOURCES],
@@ -280,43 +241,14 @@ def _stub_names(names: dict[str, str]) -> list[str]:
 def build(root: Path | str | None = None, *, runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv",
           cc: str | None = None, quiet: bool = True, force: bool = False, check: bool = True,
           finalize_reference: bool = True, sanitize: bool = False) -> dict:
-    """Compile the simulator libraries into ``<root>/lib64/`` (``<root>/lib64-sanitize/`` with ``sanitize``).
+    """Compile the simulator libraries into ``<root>/lib64/`` (default *root*: this file's folder) unless up to date.
 
-    Parameters
-    ----------
-    root : path-like or None
-        Tree to build; the libraries go to ``<root>/lib64``.  Default: the folder of this file.
-    runtime_name : str
-        ``"ascendcl"`` (default) or ``"acl_rt"``: base name of the runtime library.
-    op_lib_name : str
-        ``"opapi_cv"`` (default) or ``"opapi"``: base name of the operator library.
-    cc : str or None
-        C compiler; default ``$CC``, else ``cc``/``gcc``/``clang`` from ``PATH``.
-    quiet : bool
-        If False, print the compiler commands.
-    force : bool
-        Rebuild even if the libraries are newer than the sources.
-    check : bool
-        If True (default), raise RuntimeError on failure.  If False, report the failure in the
-        returned dict and in ``<root>/BUILD_ERROR.txt``.
-    finalize_reference : bool
-        If False, the runtime does not export ``aclFinalizeReference`` (``dlsym`` does not find it),
-        as CANN releases before it do (cann-abi.md §8.2).  Point ``ACL_BINDINGS_LIB_DIR`` at such a
-        tree to use it.
-    sanitize : bool
-        If True, build with AddressSanitizer and UndefinedBehaviorSanitizer (every report aborts)
-        into ``<root>/lib64-sanitize/``; the normal build is left alone.
-
-    Returns
-    -------
-    dict
-        ``ok`` (bool), ``rebuilt`` (bool), ``root``, ``lib_dir`` (str), ``libraries`` (name to
-        path), ``compiler`` (str or None) and ``error`` (str or None).
-
-    Raises
-    ------
-    RuntimeError
-        If the build fails and ``check`` is True.
+    *runtime_name* (``"ascendcl"`` or ``"acl_rt"``) and *op_lib_name* (``"opapi_cv"`` or ``"opapi"``) name the
+    libraries; *cc* as :func:`find_compiler`; *quiet* False prints the commands; *force* rebuilds anyway;
+    *finalize_reference* False leaves ``aclFinalizeReference`` out, as older CANN releases (cann-abi.md §8.2);
+    *sanitize* builds with ASan and UBSan into ``<root>/lib64-sanitize/``.  Returns ``ok``, ``rebuilt``, ``root``,
+    ``lib_dir``, ``libraries`` (name to path), ``compiler`` and ``error``; a failure raises RuntimeError when
+    *check*, else it is in the result and ``<root>/BUILD_ERROR.txt``.
     """
     root_path = Path(root).resolve() if root is not None else HERE
     lib_dir = root_path / (SANITIZE_DIR if sanitize else "lib64")
