@@ -1,20 +1,5 @@
-"""upsample3d-grad: CANN's ``aclnnUpsampleNearestExact3dBackward`` from Python.
-
-Entry points:
-
-* :class:`Session` (device, stream, workspace, arrays) and its :meth:`Session.backward`;
-* :func:`upsample_nearest_exact3d_backward`: PyTorch's signature, numpy in and out;
-* :func:`UpsampleNearestExact3dGrad`: the graph-IR form;
-* :meth:`Session.forward`, :func:`upsample_nearest_exact3d`, :func:`UpsampleNearestExact3d` and
-  :mod:`upsample3d_grad.forward`: the forward operator ``aclnnUpsampleNearestExact3d``;
-* :mod:`upsample3d_grad.adjoint`: the forward and the backward checked against each other;
-* :mod:`upsample3d_grad._api`: the faithful two-phase C API;
-* :mod:`upsample3d_grad.reference`: the numpy reference (no device);
-* :mod:`upsample3d_grad.checks`: CANN's parameter checks on the host.
-
-Importing loads no library.  The backend (real CANN or the CPU simulator) is chosen
-on first use and named by every ``repr`` and report.
-"""
+"""upsample3d-grad: CANN's ``aclnnUpsampleNearestExact3dBackward`` and its forward from Python (docs/api.md).
+Importing loads no library; the backend (real CANN or the CPU simulator) is chosen on first use."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``python -m upsample3d_grad``: the ``upsample3d-grad`` command line.
-
-(The package's imports have run by now; the console script, :mod:`upsample3d_grad_cli`, also covers a Ctrl-C
-during them.)
-"""
+"""``python -m upsample3d_grad``: the ``upsample3d-grad`` command line (the console script also covers a Ctrl-C
+during the imports, which have run by now)."""
 
 from __future__ import annotations
 

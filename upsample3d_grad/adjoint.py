@@ -1,17 +1,5 @@
-"""The adjoint check: ``<F(x), g> = <x, B(g)>`` between the forward and the backward, up to a predicted residual.
-
-F (``aclnnUpsampleNearestExact3d``) and B (``aclnnUpsampleNearestExact3dBackward``) are adjoint in exact
-arithmetic.  In float32 the forward's floor law and the backward's ceil windows disagree at some ties
-(docs/cann-forward-facts.md §6.2-6.3), and there the difference is not noise: it is the fixed linear form
-``R = sum over the outputs o where the two index maps differ of g[o] * (x[f(o)] - x[b(o)])``, which
-:func:`upsample3d_grad.reference.forward.adjoint_residual` computes from the two laws.  So a device can
-check itself without trusting a CPU reference's values: it computes F(x) and B(g) for random x and g,
-the host forms both inner products in float64, and the residual must equal the prediction within the
-rounding of B's float32 window sums and of the output dtype (none at all for :func:`random_pair`'s integer
-data, apart from a large window sum's rounding to float16 or bfloat16, which is computed exactly).
-
-The check fails when either kernel's index law, the scale handling or the layout handling is wrong.
-"""
+"""The adjoint check ``<F(x), g> = <x, B(g)>`` between the forward and the backward on a device, up to the residual
+the two index laws predict (docs/cann-forward-facts.md §6.2, docs/operators.md, "The adjoint check")."""
 
 from __future__ import annotations
 
@@ -77,19 +65,9 @@ def adjoint_check(x: np.ndarray, g: np.ndarray, fx: np.ndarray, bg: np.ndarray, 
                   scales_w: Optional[float] = None, *, layout: str = "NCDHW", soc: str = "a2a3") -> AdjointResult:
     """Compare ``<fx, g>`` with ``<x, bg>`` where ``fx = F(x)`` and ``bg = B(g)`` came from the device.
 
-    Parameters
-    ----------
-    x, g:
-        The random input of F (the shape of B's result) and of B (the shape of F's result), in *layout*.
-    fx, bg:
-        F(x) and B(g) as the device computed them (same dtype as x and g).
-    output_size, scales_d, scales_h, scales_w:
-        The arguments both operators got.
-    layout:
-        ``"NCDHW"`` or ``"NDHWC"``, of all four arrays.
-    soc:
-        The forward kernel's variant, ``"a2a3"`` or ``"ascend950"`` (see
-        :func:`upsample3d_grad.reference.forward.soc_family`).
+    *x* and *g* are the inputs of F and B (of B's and F's result shapes), *fx* and *bg* the device's results in
+    their dtype, all four in *layout*; *output_size* and the scales are what both operators got; *soc* is the
+    forward's variant, ``"a2a3"`` or ``"ascend950"`` (:func:`upsample3d_grad.reference.forward.soc_family`).
     """
     x64, g64, fx64, bg64 = _f64(x, "x"), _f64(g, "g"), _f64(fx, "fx"), _f64(bg, "bg")
     if fx64.shape != g64.shape:
@@ -138,12 +116,8 @@ def _input_size(x: np.ndarray, layout: str) -> tuple[int, int, int, int, int]:
 
 def random_pair(input_shape: Sequence[int], output_shape: Sequence[int], dtype: Any,
                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Random x (*input_shape*) and g (*output_shape*) in *dtype*, from a fixed *seed*.
-
-    Small integers (x in [-8, 8], g in [-2, 2]), exact in every dtype: the forward's copies and the backward's
-    float32 window sums are then exact, so the check's only allowance is the one rounding of a large window
-    sum to float16 or bfloat16, which it computes (the check is as sharp in bfloat16 as in float32).
-    """
+    """Random x (*input_shape*) and g (*output_shape*) in *dtype* from *seed*: small integers (x in [-8, 8], g in
+    [-2, 2]), exact in every dtype, so that the check is as sharp in bfloat16 as in float32."""
     rng = np.random.default_rng(seed)
     x = rng.integers(-8, 9, tuple(input_shape)).astype(np.float32).astype(dtype)
     g = rng.integers(-2, 3, tuple(output_shape)).astype(np.float32).astype(dtype)
@@ -153,11 +127,8 @@ def random_pair(input_shape: Sequence[int], output_shape: Sequence[int], dtype: 
 def device_adjoint_check(session: Any, input_size: Sequence[int], output_size: Sequence[int],
                          scales: Sequence[Optional[float]] = (None, None, None), *, dtype: Any = np.float32,
                          layout: str = "NCDHW", seed: int = 0, soc: str = "a2a3") -> AdjointResult:
-    """Run F and B on *session*'s device with :func:`random_pair` data and check them against each other.
-
-    *input_size* is ``(N, C, D, H, W)`` (always in that order, as the backward's inputSize); *scales* go to
-    both operators; *soc* is the forward's variant (see :func:`upsample3d_grad.reference.forward.soc_family`).
-    """
+    """Run F and B on *session*'s device with :func:`random_pair` data and check them against each other
+    (*input_size* ``(N, C, D, H, W)`` in every layout; *scales* go to both; *soc* as for :func:`adjoint_check`)."""
     n, c, d, h, w = (int(v) for v in input_size)
     od, oh, ow = (int(v) for v in output_size)
     phys_in = (n, c, d, h, w) if layout == "NCDHW" else (n, d, h, w, c)

@@ -1,11 +1,4 @@
-"""The operator's arguments as phase 1 receives them, with errors in CANN's codes.
-
-:class:`TensorSpec` is what phase 1 sees of a tensor; :func:`spec_of`, :func:`int_sequence`,
-:func:`scale_triple` and :func:`normalize_scales` turn Python values into phase 1's
-arguments, raising :class:`acl_bindings.AclnnParamError` (161002; an
-:class:`acl_bindings.AclTypeError` for a wrong Python type) that names the parameter.
-:mod:`upsample3d_grad.checks` runs the checks on them and re-exports these names.
-"""
+"""The operator's arguments as phase 1 receives them, converted from Python values with errors in CANN's codes."""
 
 from __future__ import annotations
 
@@ -59,11 +52,8 @@ def _type_fail(param: str, rule: str, func: str = PHASE1) -> AclnnParamError:
 
 
 def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional[TensorSpec]:
-    """The :class:`TensorSpec` of a numpy array in *layout* (None stays None).
-
-    Errors name *func* (the operator's phase 1, or ``Session.upload`` ...); a value that
-    is not a numpy array raises :class:`acl_bindings.AclTypeError`.
-    """
+    """The :class:`TensorSpec` of a numpy array in *layout* (None stays None); errors name *func*, and a value
+    that is not a numpy array raises :class:`acl_bindings.AclTypeError`."""
     if array is None:
         return None
     if not isinstance(array, np.ndarray):

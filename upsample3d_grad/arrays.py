@@ -1,6 +1,4 @@
-"""The operator's device arrays: 5-D, in NCDHW or NDHWC (:class:`DeviceArray`), and the host-side rules of the
-arrays a :class:`~upsample3d_grad.Session` takes and makes (an output whose elements do not share memory, the
-dtypes of :meth:`Session.empty <upsample3d_grad.Session.empty>`)."""
+"""The operator's 5-D device arrays (NCDHW or NDHWC) and the host rules of the arrays a Session takes and makes."""
 
 from __future__ import annotations
 
@@ -20,18 +18,9 @@ UPLOAD, EMPTY = "Session.upload", "Session.empty"
 
 
 class DeviceArray(_generic.DeviceArray):
-    """An array in device memory of a :class:`Session` (:class:`acl_bindings.arrays.DeviceArray`), 5-D.
-
-    Attributes
-    ----------
-    shape, dtype, layout:
-        Physical shape (``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC), numpy dtype, layout.
-    strides, offset:
-        Element strides and element offset of the view inside :attr:`buffer`.
-    tensor:
-        The :class:`~acl_bindings.Tensor` (aclTensor) describing it, made when first read (the
-        session's plans describe the memory themselves).
-    """
+    """A 5-D array in a :class:`Session`'s device memory (:class:`acl_bindings.arrays.DeviceArray`): physical
+    ``shape`` (``[N,D,H,W,C]`` for NDHWC), numpy ``dtype``, ``layout``, element ``strides`` and ``offset`` of the
+    view inside ``buffer``; ``tensor`` is its aclTensor, made when first read."""
 
     def __init__(self, session: Any, buffer: Any, shape: tuple[int, ...], dtype: Any, layout: str,
                  strides: tuple[int, ...], offset: int) -> None:
@@ -50,7 +39,6 @@ class DeviceArray(_generic.DeviceArray):
         if spec is None:  # shape, dtype and layout never change: build it once
             spec = self._spec = checks.TensorSpec(self.shape, int(dtype_to_acl(self.dtype)), int(self.acl_format))
         return spec
-
 
 
 def check_out_memory(out: ArrayLike, param: str = "gradInput") -> None:

@@ -1,31 +1,5 @@
-"""Host-side checks that speak CANN's language.
-
-:func:`check_params` runs, before any device call, the checks of the operator's
-phase 1 (``CheckParams`` in ops-cv, cann-abi.md §5.1) in the same order and with
-the same codes: 161001 (ACLNN_ERR_PARAM_NULLPTR) for a None argument, 161002
-(ACLNN_ERR_PARAM_INVALID) for the rest.  It raises
-:class:`acl_bindings.AclnnParamError` (also a ``ValueError``) with
-``func="aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"``, so a caller sees
-the same error whether Python or CANN caught it.
-
-With ``strict=True`` (the default) it also enforces the documented constraints
-that CANN's host code leaves unchecked (cann-abi.md §5.5): each dim <= 2^20,
-``N*C*gradOut_D*gradOut_H < 2^31``, ``gradInput_W*gradInput_H < 2^31``, the 60 GiB
-memory formula, ``outputSize/inputSize <= 50`` in each dim (the Atlas A2/A3 tiling refuses more
-at launch when the kernel gets that ratio, §5.2), ``outputSize == floor(inputSize*scale)`` when
-scales are used, and finite, non-negative scales.  ``strict=False`` lets such input through to CANN.
-
-Mixed scales (some > 0, not all) make CANN ignore all three (§5.2): a
-:class:`MixedScalesWarning` names the values ignored.
-
-:data:`BAD_CASES` and :data:`GOOD_CASES` are the invalid and valid cases as data;
-they drive these checks, the simulator (with these checks bypassed) and the real
-library on an NPU.
-
-The conversions of the arguments (:class:`TensorSpec`, :func:`spec_of`,
-:func:`int_sequence`, :func:`scale_triple`, :func:`normalize_scales`) are in
-:mod:`upsample3d_grad.arguments`; this module re-exports them.
-"""
+"""The backward's host checks: phase 1's in CANN's order and codes, the documented limits CANN leaves
+unchecked, and the cases as data (docs/operators.md, "Host checks")."""
 
 from __future__ import annotations
 
@@ -74,25 +48,10 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
                  strict: bool = True, skip_uplimit: bool = False) -> tuple[float, float, float]:
     """Run phase 1's checks (cann-abi.md §5.1 step 3) in order; return the scales as CANN receives them.
 
-    Parameters
-    ----------
-    grad_out, grad_in:
-        :class:`TensorSpec` of gradOut / gradInput, or None (161001).
-    output_size:
-        ``(oD, oH, oW)``.
-    input_size:
-        ``(N, C, iD, iH, iW)``.
-    scales_d, scales_h, scales_w:
-        Forward scale factors or None/0 ("not given").
-    strict:
-        Also enforce the documented limits CANN leaves unchecked (see the module docstring).
-    skip_uplimit:
-        Skip the INT32_MAX dim check, as CANN does on Ascend950.
-
-    Raises
-    ------
-    acl_bindings.AclnnParamError
-        Code 161001 or 161002, naming the parameter, the rule and the value.
+    *grad_out*, *grad_in*: :class:`TensorSpec` or None (161001); *output_size* ``(oD, oH, oW)``; *input_size*
+    ``(N, C, iD, iH, iW)``; scales None or 0 for "not given".  *strict* also enforces the documented limits CANN
+    leaves unchecked; *skip_uplimit* skips the INT32_MAX dim check, as CANN does on Ascend950.  Raises
+    :class:`acl_bindings.AclnnParamError` (161001 or 161002) naming the parameter, the rule and the value.
     """
     # 1. null checks, in CANN's order
     for param, value in (("gradOut", grad_out), ("outputSize", output_size), ("inputSize", input_size),
@@ -203,14 +162,8 @@ def check_output_memory(shape: tuple[int, ...], strides: tuple[int, ...], itemsi
 
 
 def view_copy_layouts(in_name: str, source: TensorSpec, out_name: str, out: TensorSpec, func: str) -> None:
-    """Phase 1's last step, ``ViewCopy(result, out)``: the result keeps *source*'s layout and the copy refuses
-    another than *out*'s unless it is ND, with 561103 (cann-abi.md §10.1).
-
-    Raises
-    ------
-    acl_bindings.AclnnInnerError
-        Code 561103, naming both tensors and their layouts.
-    """
+    """Phase 1's last step, ``ViewCopy(result, out)``: :class:`acl_bindings.AclnnInnerError` 561103 when *out*'s
+    layout differs from *source*'s and *source*'s is not ND (cann-abi.md §10.1)."""
     if source.format != out.format and source.format != Format.ND:
         raise AclnnInnerError(561103, func, f"{out_name}: layout {_format_name(out.format)} differs from "
                               f"{in_name}'s {_format_name(source.format)}: CANN's copy of the result (in "
@@ -233,12 +186,8 @@ def _layout_name(fmt: int) -> str:
 
 @dataclass(frozen=True)
 class BadCase:
-    """One call of phase 1 and the code CANN gives for it.
-
-    ``cann_checks`` is False for the documented limits that only the strict host
-    checks enforce (CANN itself does not check them, so the simulator and the NPU
-    tiers skip those cases).
-    """
+    """One call of phase 1 and the code CANN gives for it (``cann_checks=False``: a documented limit that only the
+    strict host checks enforce, skipped by the simulator and NPU tiers)."""
 
     label: str
     grad_out: Optional[TensorSpec]

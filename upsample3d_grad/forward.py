@@ -1,20 +1,5 @@
-"""The forward operator, declared: ``aclnnUpsampleNearestExact3d`` (docs/cann-forward-facts.md §1).
-
-``aclnnStatus aclnnUpsampleNearestExact3dGetWorkspaceSize(const aclTensor *self,
-    const aclIntArray *outputSize, double scalesD, double scalesH, double scalesW, aclTensor *out,
-    uint64_t *workspaceSize, aclOpExecutor **executor);``
-
-``aclnnStatus aclnnUpsampleNearestExact3d(void *workspace, uint64_t workspaceSize,
-    aclOpExecutor *executor, aclrtStream stream);``
-
-Everything particular to the forward is here: its name and argument schema (:data:`OP`, run by the
-generic call path like the backward), the faithful two-phase wrappers, and :func:`check`, the host
-checks in CANN's forward order that ``Session.forward`` runs before its one call (numpy, CPU torch
-tensors or device arrays in and out, as for the backward).  The module function with PyTorch's
-signature and the graph-IR form are in :mod:`upsample3d_grad.functional`, beside the backward's.  The host
-checks are in :mod:`upsample3d_grad.forward_checks`, the reference in
-:mod:`upsample3d_grad.reference.forward`.
-"""
+"""The forward operator ``aclnnUpsampleNearestExact3d`` (prototypes: docs/cann-forward-facts.md §1): its declaration,
+the faithful two-phase pair and the host checks ``Session.forward`` runs for this machine's SoC."""
 
 from __future__ import annotations
 
@@ -43,12 +28,8 @@ assert PHASE1 == forward_checks.FORWARD_PHASE1
 def aclnnUpsampleNearestExact3dGetWorkspaceSize(
         self: Optional[Tensor], outputSize: Optional[IntArray], scalesD: float, scalesH: float, scalesW: float,
         out: Optional[Tensor]) -> tuple[int, Executor]:
-    """Phase 1, exactly as the C API: returns ``(workspace_size, executor)``.
-
-    None passes a null pointer.  No host-side checks run here: this is CANN's own answer (raises
-    :class:`acl_bindings.AclError` with CANN's code and message).  The executor keeps the tensors
-    and the array alive.
-    """
+    """Phase 1, exactly as the C API, with no host check (None passes NULL): returns ``(workspace_size, executor)``,
+    the executor keeping the tensors and the array alive; CANN's error is an :class:`acl_bindings.AclError`."""
     keep = tuple(x for x in (self, outputSize, out) if x is not None)
     return OP.get_workspace_size(self, outputSize, float(scalesD), float(scalesH), float(scalesW), out, keep=keep)
 
@@ -67,8 +48,8 @@ def _soc() -> str:
 
 def check(x_spec: TensorSpec, y_spec: Optional[TensorSpec], output_size: Any, scales_d: Any, scales_h: Any,
           scales_w: Any, *, strict: bool = True) -> tuple[int, ...]:
-    """The forward's host checks (:func:`~upsample3d_grad.forward_checks.check_forward_params`, for this
-    machine's SoC) of *x_spec* and *y_spec* (None: the result it will make); returns the result's shape."""
+    """The forward's host checks for this machine's SoC of *x_spec* and *y_spec* (None: the result it will make);
+    returns the result's shape."""
     shape = result_shape(x_spec, output_size)
     if y_spec is None:
         y_spec = TensorSpec(shape, x_spec.dtype, x_spec.format)

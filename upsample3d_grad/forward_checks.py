@@ -1,27 +1,5 @@
-"""Host-side checks of the forward operator ``aclnnUpsampleNearestExact3d``, in CANN's order.
-
-:func:`check_forward_params` runs the checks of the forward's phase 1
-(``aclnnUpsampleNearestExact3dGetWorkspaceSize``, docs/cann-forward-facts.md §2.1) in the same order and
-with the same codes.  The order differs from the backward's (:mod:`upsample3d_grad.checks`):
-
-1. null self, outputSize, out -> 161001;
-2. dtype (per SoC: the 310P has no bfloat16) and out's dtype equal to self's -> 161002;
-3. the elements, **before** the rank: D, H, W of self (read in self's layout) and the three outputSize
-   values > 0, C > 0 (N may be 0), and, only when all three scales are > 0, each outputSize value inside
-   the band ``trunc(I*(s - 1e-5)) <= O <= trunc(I*(s + 1e-5))`` -> 161002;
-4. self's rank 5, outputSize length 3, out's shape derived from **self's** layout -> 161002.
-
-Where real CANN reads before it checks (a self of fewer than 5 dims, an outputSize shorter than 3, a
-band that overflows int64: §2.2), these checks refuse with 161002 and say why.  There is no scale
-limit (the backward's <= 50) and no INT32_MAX check in the forward's host code.
-
-With ``strict=True`` (the default) the documented constraints CANN leaves unchecked are enforced too
-(§5): every dim <= 2^31 - 1, ``outputSize == floor(self * scale)`` when all scales are given, and
-finite, non-negative scales.
-
-:data:`FORWARD_BAD_CASES` and :data:`FORWARD_GOOD_CASES` hold the cases as data (the official unit
-tests of §2.3 and the derived ones).
-"""
+"""The forward's host checks (``aclnnUpsampleNearestExact3d``): phase 1's in CANN's order and codes
+(docs/cann-forward-facts.md §2), the documented constraints, the cases as data (docs/operators.md, "Host checks")."""
 
 from __future__ import annotations
 
@@ -82,23 +60,10 @@ def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scal
                          strict: bool = True) -> tuple[float, float, float]:
     """Run the forward's phase-1 checks in CANN's order; return the scales as given (None -> 0.0).
 
-    Parameters
-    ----------
-    self_spec, out:
-        :class:`~upsample3d_grad.checks.TensorSpec` of self (the input) and out, or None (161001).
-    output_size:
-        ``(oD, oH, oW)``.
-    scales_d, scales_h, scales_w:
-        The scales (output over input); None or a value <= 0 means "not given".
-    soc:
-        ``"a2a3"``, ``"ascend950"`` or ``"310p"`` (the 310P takes no bfloat16).
-    strict:
-        Also enforce the documented constraints CANN leaves unchecked (see the module docstring).
-
-    Raises
-    ------
-    acl_bindings.AclnnParamError
-        161001 or 161002, naming the parameter, the rule and the value.
+    *self_spec*, *out*: :class:`~upsample3d_grad.checks.TensorSpec` or None (161001); *output_size*
+    ``(oD, oH, oW)``; a scale None or <= 0 is "not given"; *soc* ``"a2a3"``, ``"ascend950"`` or ``"310p"`` (no
+    bfloat16).  *strict* also enforces the documented constraints CANN leaves unchecked.  Raises
+    :class:`acl_bindings.AclnnParamError` (161001 or 161002) naming the parameter, the rule and the value.
     """
     # 1. null checks, in CANN's order
     for param, value in (("self", self_spec), ("outputSize", output_size), ("out", out)):
@@ -187,10 +152,7 @@ def _check_documented(self_spec: TensorSpec, osz: list[int], scales: tuple[float
 
 @dataclass(frozen=True)
 class ForwardCase:
-    """One call of the forward's phase 1 and the code CANN gives for it.
-
-    ``cann_checks`` is False for the documented constraints only the strict host checks enforce.
-    """
+    """One call of the forward's phase 1 and its code (``cann_checks=False``: only the strict checks enforce it)."""
 
     label: str
     self_spec: Optional[TensorSpec]

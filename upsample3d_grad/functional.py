@@ -1,16 +1,5 @@
-"""Module-level entry points over the Session.
-
-* :func:`upsample_nearest_exact3d_backward`: PyTorch's signature
-  (``torch.ops.aten._upsample_nearest_exact3d_backward``), numpy in, numpy out, on a
-  process-wide default session (device 0, or ``$UPSAMPLE3D_GRAD_DEVICE``).
-* :func:`UpsampleNearestExact3dGrad`: the graph-IR form, with its defaults
-  (``output_size=(0, 0, 0)`` meaning "from grad_output's shape", ``scales=(0, 0, 0)``
-  meaning "not given"; cann-abi.md §5.1).
-* :func:`upsample_nearest_exact3d` and :func:`UpsampleNearestExact3d`: the same for the forward operator
-  (``torch.ops.aten._upsample_nearest_exact3d``; the graph-IR op with its ``output_size`` and ``scale_*`` attrs).
-* :func:`backward_torch` and :func:`forward_torch`: torch tensors in and out (CPU tensors through a session,
-  NPU tensors in place on torch_npu's stream, :mod:`upsample3d_grad.torch_interop`).
-"""
+"""The module functions (PyTorch's signatures and the graph-IR forms, numpy in and out) on a process-wide default
+session, and the torch-tensor entry points."""
 
 from __future__ import annotations
 
@@ -60,14 +49,8 @@ def default_session() -> Session:
 
 
 def close_default_session() -> None:
-    """Close the default session, if any (runs at exit).
-
-    Safe while other threads call the module-level functions: later calls get a fresh
-    default session, and calls already running on the old one finish on it (the last of
-    them closes it).  A caller that kept :func:`default_session`'s result and uses it
-    directly sees it closed (:class:`acl_bindings.ClosedError`) once no module-level call
-    is running on it.
-    """
+    """Close the default session, if any (runs at exit); safe while other threads call the module functions: calls
+    already running finish on it, the last of them closes it, and later calls get a fresh one."""
     global _default
     with _lock:
         session, _default = _default, None
@@ -112,14 +95,8 @@ def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[in
                                       out: Any = None, strict: bool = True) -> Any:
     """gradInput of ``F.interpolate(x, mode="nearest-exact")`` on a 5-D tensor, computed by the operator.
 
-    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy in, numpy out (a CPU
-    torch tensor in, one out), on :func:`default_session`.  *out* (numpy or a CPU torch
-    tensor) is written and returned.
-
-    >>> import numpy as np
-    >>> g = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
-    >>> upsample_nearest_exact3d_backward(g, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist()
-    [36.0, 100.0, 164.0, 228.0]
+    Arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy in, numpy out (a CPU torch tensor
+    in, one out), on :func:`default_session`; *out* (numpy or a CPU torch tensor) is written and returned.
     """
     with _on_default_session() as session:
         result = session.backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w,
@@ -132,11 +109,8 @@ def UpsampleNearestExact3dGrad(grad_output: Any, input_size: Sequence[int],
                                output_size: Sequence[int] = (0, 0, 0),
                                scales: Sequence[float] = (0.0, 0.0, 0.0), *, layout: str = "NCDHW",
                                strict: bool = True) -> np.ndarray:
-    """The graph-IR form of the operator (attrs ``input_size``, ``output_size``, ``scales``).
-
-    ``output_size=(0, 0, 0)`` takes (D, H, W) from *grad_output*'s shape; ``scales`` of 0 are
-    "not given".
-    """
+    """The graph-IR form (attrs ``input_size``, ``output_size``, ``scales``; cann-abi.md §5.1): ``output_size=(0, 0,
+    0)`` takes (D, H, W) from *grad_output*'s shape, ``scales`` of 0 are "not given"."""
     g = host_view(grad_output, "gradOut (grad_output)")
     out_sz: Any = output_size  # anything but (0, 0, 0) goes to the checks as given
     if _all_zero_ints(output_size) and isinstance(g, np.ndarray) and g.ndim == 5:
@@ -164,16 +138,8 @@ def _all_zero_ints(values: Any) -> bool:
 def upsample_nearest_exact3d(input: Any, output_size: Sequence[int], scales_d: Optional[float] = None,
                              scales_h: Optional[float] = None, scales_w: Optional[float] = None, *,
                              layout: str = "NCDHW", out: Any = None, strict: bool = True) -> Any:
-    """``F.interpolate(x, size=output_size, mode="nearest-exact")`` on a 5-D tensor, computed by the operator.
-
-    Same arguments as ``torch.ops.aten._upsample_nearest_exact3d``; numpy in, numpy out (a CPU torch tensor in,
-    one out), on the default session.
-
-    >>> import numpy as np
-    >>> x = np.arange(1, 49, dtype=np.float32).reshape(2, 2, 2, 2, 3)
-    >>> upsample_nearest_exact3d(x, (1, 1, 1)).ravel().tolist()
-    [11.0, 23.0, 35.0, 47.0]
-    """
+    """``F.interpolate(x, size=output_size, mode="nearest-exact")`` on a 5-D tensor, computed by the operator:
+    arguments as ``torch.ops.aten._upsample_nearest_exact3d``, numpy in, numpy out, on the default session."""
     with _on_default_session() as session:
         result = session.forward(input, output_size, scales_d, scales_h, scales_w, layout=layout, out=out,
                                  strict=strict)
@@ -182,13 +148,8 @@ def upsample_nearest_exact3d(input: Any, output_size: Sequence[int], scales_d: O
 
 def UpsampleNearestExact3d(x: Any, output_size: Sequence[int], scale_d: float = 0.0, scale_h: float = 0.0,
                            scale_w: float = 0.0, *, layout: str = "NCDHW", strict: bool = True) -> Any:
-    """The graph-IR form (``REG_OP(UpsampleNearestExact3d)``: input x, output y, attr ``output_size``, attrs
-    ``scale_d``, ``scale_h``, ``scale_w`` with default 0.0).
-
-    The attrs are taken as scales (output over input), as the aclnn API takes them; 0 is "not given".
-    (In the graph itself their meaning depends on the SoC: the A2/A3 tiling reads a positive attr as the
-    ratio input/output, the Ascend950's as the scale; facts §5.)
-    """
+    """The graph-IR form (``REG_OP(UpsampleNearestExact3d)``, attrs ``output_size``, ``scale_d/h/w``), its attrs
+    taken as the aclnn API's scales (output over input; 0 "not given") on every SoC (cann-forward-facts.md §5)."""
     scales: list[Optional[float]] = []
     for name, s in (("scale_d", scale_d), ("scale_h", scale_h), ("scale_w", scale_w)):
         if isinstance(s, (bool, np.bool_)) or not isinstance(s, (numbers.Real, np.floating, np.integer)):
@@ -203,27 +164,11 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
                    scales_d: float | None = None, scales_h: float | None = None,
                    scales_w: float | None = None, *, layout: str = "NCDHW", out: Any = None,
                    return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
-    """gradInput of nearest-exact 3-D upsampling for torch tensors.
+    """gradInput of nearest-exact 3-D upsampling for torch tensors (CPU, or NPU with torch_npu) or numpy arrays.
 
-    Parameters
-    ----------
-    grad_output:
-        A torch tensor (CPU, or NPU with torch_npu) or a numpy array, float32 /
-        float16 / bfloat16, 5-D in *layout* (physical dims: ``[N,D,H,W,C]`` for NDHWC).
-    output_size, input_size, scales_d, scales_h, scales_w, layout, strict:
-        As :meth:`upsample3d_grad.Session.backward`.
-    out:
-        Preallocated result on the same device as *grad_output* (written in place
-        and returned when ``return_type="torch"``).
-    return_type:
-        ``"torch"`` (default) or ``"numpy"``.  For an NPU input, ``"numpy"`` copies
-        the result to the host (which waits for the stream).
-    session:
-        The :class:`~upsample3d_grad.Session` for CPU inputs (default: the process-wide one).
-
-    Returns
-    -------
-    torch.Tensor or numpy.ndarray
+    Other arguments as :meth:`upsample3d_grad.Session.backward`; *out* is on *grad_output*'s device (written and
+    returned with ``return_type="torch"``); ``return_type="numpy"`` copies an NPU result to the host (waiting for
+    the stream); *session* serves CPU inputs (default: the process-wide one).
     """
     scales = (scales_d, scales_h, scales_w)
     return _torch_call(
@@ -235,12 +180,8 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
 def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None = None,
                   scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
                   out: Any = None, return_type: str = "torch", strict: bool = True, session: Any = None) -> Any:
-    """Nearest-exact 3-D upsampling (the forward) for torch tensors, as :func:`backward_torch` for the backward.
-
-    *input* is a CPU or NPU (torch_npu) tensor or a numpy array; an NPU tensor is used in place (an aclTensor
-    over its storage, the result allocated on its device or written into *out*, the kernel queued on torch_npu's
-    current stream, no sync).  Other arguments as :meth:`upsample3d_grad.Session.forward`.
-    """
+    """The forward for torch tensors, as :func:`backward_torch` for the backward (other arguments as
+    :meth:`upsample3d_grad.Session.forward`)."""
     scales = (scales_d, scales_h, scales_w)
     return _torch_call(
         "input", input, out, return_type, session,
@@ -250,8 +191,7 @@ def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None
 
 def _torch_call(name: str, x: Any, out: Any, return_type: str, session: Any, on_npu: Callable[[], Any],
                 call: Callable[[Session, Any, Any], Any]) -> Any:
-    """One operator call on torch tensors: *on_npu()* for an NPU tensor *x* (in place), else
-    ``call(session, host array, host out)`` on *session* (the default one when None)."""
+    """*on_npu()* for an NPU tensor *x*, else ``call(session, host array, host out)`` (default session if None)."""
     if return_type not in ("torch", "numpy"):
         raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
     if is_tensor(x) and x.device.type != "cpu":

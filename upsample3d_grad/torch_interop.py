@@ -1,33 +1,5 @@
-"""PyTorch tensors in and out (torch is optional: it is imported only here, on use).
-
-CPU tensors
-    :func:`tensor_to_numpy` views a CPU tensor as numpy without a copy (strides kept;
-    bfloat16 through an int16 view reinterpreted as ``ml_dtypes.bfloat16``).
-    :func:`~upsample3d_grad.functional.backward_torch` runs them through a :class:`~upsample3d_grad.Session` (the
-    default one unless given) and returns numpy or torch, as asked.
-
-NPU tensors (``torch_npu``)
-    When *grad_output* lives on an NPU, :func:`~upsample3d_grad.functional.backward_torch` runs on its memory in
-    place: each tensor becomes an aclTensor over the tensor's storage base pointer,
-    with its sizes, element strides and storage offset and a 1-D storage shape (the
-    way torch_npu itself describes tensors to aclnn, cann-abi.md §1.3).  The result
-    is allocated with ``torch.empty`` on the same device (or is *out*), the workspace
-    with ``torch.empty`` too (torch_npu's caching allocator is stream-ordered, so
-    releasing it right after the launch is safe), and the kernel is queued on
-    torch_npu's *current stream* with no synchronisation.
-
-    The stream handle is ``torch.npu.current_stream(device).npu_stream``.  In the
-    torch_npu sources we read, that property calls ``NPUStream::stream()``, which
-    first drains torch_npu's task queue (``TASK_QUEUE_ENABLE``), so operations queued
-    by torch before this call are submitted to the stream before our kernel.  This
-    was read from source, not verified on hardware; if a torch_npu release changed
-    it, run with ``TASK_QUEUE_ENABLE=0`` or call ``torch.npu.current_stream().synchronize()``
-    before this function.  The binding must use the same CANN runtime library that
-    torch_npu loaded: the loader refuses another one, and the first NPU call checks it again for a torch_npu
-    imported later (:class:`acl_bindings.TwoRuntimesError`).
-
-    This path needs a real NPU: it is tested in ``tests/npu``.
-"""
+"""PyTorch tensors in and out: CPU tensors as numpy views, NPU tensors (torch_npu) in place on torch_npu's current
+stream (docs/operators.md, "torch tensors"); torch is imported only here, on use."""
 
 from __future__ import annotations
 
@@ -59,8 +31,8 @@ _PLAIN_FORMATS = (2, 27, 30)
 # --------------------------------------------------------------------------- tensor descriptions
 
 class TorchDescription(TensorDescription):
-    """How a tensor is described to aclnn (:class:`acl_bindings.torch.TensorDescription`), for the operator's
-    dtypes (float32, float16, bfloat16; another is a 161002 naming *param* of *func*, gradOut by default)."""
+    """A tensor's aclnn description (:class:`acl_bindings.torch.TensorDescription`) in the operator's dtypes
+    (another is a 161002 naming *param* of *func*)."""
 
     def __init__(self, t: Any, param: str = "gradOut", func: str = checks.PHASE1) -> None:
         torch = torch_module()
@@ -96,8 +68,7 @@ _one_runtime = False  # checked that torch_npu maps no other runtime than ours (
 
 
 def _warn_if_initialized_before_torch_npu() -> None:
-    """Once per process: this package's aclInit came before torch_npu's, which then got 100002 and dropped
-    its ACL config (acl.json; on CANN >= 8.3 its lazy set-device mode's default device too)."""
+    """Warn once per process when this package's aclInit came before torch_npu's."""
     global _order_warned
     if initialized_first() and not _order_warned:
         _order_warned = True
@@ -107,8 +78,7 @@ def _warn_if_initialized_before_torch_npu() -> None:
 
 
 def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]:
-    """torch and torch_npu, after checking that the tensors are plain-format tensors on one NPU of the runtime
-    this binding loaded (names in errors from *tensors*; *func* names the phase-1 function)."""
+    """torch and torch_npu, once the tensors are plain-format tensors on one NPU of this binding's runtime."""
     torch = torch_module()
     try:
         import torch_npu
@@ -200,14 +170,12 @@ def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None,
 
 def run_borrowed(op: Any, values: tuple[Any, ...], workspace: Callable[[int], tuple[int, Any]],
                  stream: Callable[[], int]) -> int:
-    """One-shot call of *op* on memory this function does not own (*values* in its schema order, tensors as
-    :meth:`TorchDescription.arg` gives them: aclTensors over the described storage, no copy).
+    """One-shot call of *op* on memory it does not own (*values* in schema order, tensors as
+    :meth:`TorchDescription.arg` gives them); returns the workspace size, synchronises nothing.
 
     *workspace(n)* returns ``(address, keepalive)`` of at least *n* device bytes; the keepalive is dropped after
-    the launch, so it must be stream-ordered memory (a torch tensor from the caching allocator, say).
-    *stream()* returns the raw ``aclrtStream``; it is called last, right before phase 2.  Nothing is
-    synchronised.  Returns the workspace size.  The NPU path of :func:`~upsample3d_grad.functional.backward_torch`
-    and ``forward_torch`` uses it; the simulator tests drive it with torch tensors over simulator device memory.
+    the launch, so it must be stream-ordered memory.  *stream()* returns the raw ``aclrtStream`` and is called
+    last, right before phase 2.
     """
     keep: list[Any] = []
 

@@ -1,27 +1,5 @@
-"""Pure-numpy reference of ``aclnnUpsampleNearestExact3dBackward`` (and, in :mod:`.forward`, of the forward).
-
-The backward sums, for every gradInput element, the gradOut elements that the forward copied from it, under one
-of two index conventions (:mod:`._laws`):
-
-``"cann"`` (default)
-    The CANN kernel's float32 window law (cann-abi.md §5.2, §5.3, §6.5)::
-
-        s      = f32(scale_k)            if all three scales are given and > 0
-               = f32(O_k) / f32(I_k)     otherwise (for every dim)
-        lo(i)  = min(max(ceil(f32(f32(i) * s) - 0.5), 0), O_k)
-        gradInput[i] = sum(gradOut[o] for o in [lo(i), lo(i + 1)))
-
-``"torch_cpu"``
-    PyTorch CPU's scatter (cann-abi.md §6.1, §6.3): gradOut index ``o`` goes to input index
-    ``min(floor(f32(double(o + 0.5) * double(r))), I - 1)``, ``r = f32(1.0 / scale)`` where that dim's scale is
-    > 0 (decided per dim), else ``f32(I) / f32(O)``.
-
-Both reduce to a table of window starts per dim, summed by one engine (:mod:`._sum_passes`, :mod:`._sum_plans`):
-separably, one pass per reduced dim, in cache-sized chunks, in float32, rounded once to the result dtype.  Only
-the window indices are exact: the engine's summation methods may differ by a few float32 ulps.  Tables and plans
-are cached per call shape.  The BLAS matmul method runs on as many threads as the BLAS library is set to use
-(``OPENBLAS_NUM_THREADS``); everything else on the calling thread unless ``threads`` says otherwise.
-"""
+"""Pure-numpy reference of ``aclnnUpsampleNearestExact3dBackward`` (and, in :mod:`.forward`, of the forward): the
+kernels' index laws (:mod:`._laws`) and one summation engine (docs/operators.md, "The numpy reference")."""
 
 from __future__ import annotations
 
@@ -110,36 +88,13 @@ def upsample_nearest_exact3d_backward(grad_output: np.ndarray, output_size: Sequ
                                       scales_d: float | None = None, scales_h: float | None = None,
                                       scales_w: float | None = None, *, layout: str = "NCDHW", convention: str = "cann",
                                       out: np.ndarray | None = None, threads: int = 1) -> np.ndarray:
-    """Reference gradient of 3-D nearest-exact upsampling.
+    """Reference gradient of 3-D nearest-exact upsampling, summed in float32 and rounded once to *grad_output*'s dtype.
 
-    Parameters
-    ----------
-    grad_output : numpy.ndarray
-        gradOut, float32/float16/bfloat16 (``ml_dtypes.bfloat16``), any strides: ``(N, C, oD, oH, oW)`` for
-        ``"NCDHW"``, the physical ``(N, oD, oH, oW, C)`` for ``"NDHWC"``.
-    output_size, input_size : sequence of int
-        ``(oD, oH, oW)``; ``(N, C, iD, iH, iW)`` whatever the layout (cann-abi.md §5.6).
-    scales_d, scales_h, scales_w : float or None
-        Forward scale factors (output/input), used when > 0: under ``"cann"`` only when all three are.
-    layout : {"NCDHW", "NDHWC"}
-        Physical dim order of ``grad_output`` and of the result.
-    convention : {"cann", "torch_cpu"}
-        The CANN kernel's float32 windows, or PyTorch CPU's scatter map (scales decided per dim).
-    out : numpy.ndarray, optional
-        Preallocated result (right shape and dtype, writeable, no overlap with ``grad_output``), returned.
-    threads : int
-        Threads that sum the chunks (default 1, the calling thread); the result does not depend on it.
-
-    Returns
-    -------
-    numpy.ndarray
-        gradInput in the dtype of ``grad_output``: ``(N, C, iD, iH, iW)``, or ``(N, iD, iH, iW, C)`` for
-        ``"NDHWC"``; sums accumulated in float32 and rounded once.
-
-    Raises
-    ------
-    ValueError
-        On a bad rank, size list, shape, dtype, layout, convention, scale, ``out`` array or thread count.
+    *grad_output*: float32/float16/bfloat16, any strides, physical dims of *layout*; *output_size* ``(oD, oH, oW)``,
+    *input_size* ``(N, C, iD, iH, iW)`` in every layout; scales used when > 0 (under ``"cann"`` only when all three
+    are); *convention* ``"cann"`` (the kernel's float32 windows) or ``"torch_cpu"`` (PyTorch CPU's scatter, scales
+    per dim); *out*: a writeable result of the right shape and dtype, not overlapping *grad_output*; *threads* sum
+    the chunks without changing the result.  Raises ``ValueError`` naming the bad argument.
     """
     layout = _check_choice("layout", layout, LAYOUTS)
     convention = _check_choice("convention", convention, CONVENTIONS)

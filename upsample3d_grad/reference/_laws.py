@@ -1,8 +1,5 @@
-"""The backward's index laws: CANN's float32 window law and PyTorch CPU's scatter map (one dim each).
-
-Both are monotone, so both reduce to a table of window starts ``lo``: gradInput element ``i`` sums gradOut
-positions ``[lo[i], lo[i + 1])``.  The public functions compare the two conventions and resolve CANN's scales.
-"""
+"""The backward's index laws, CANN's float32 windows and PyTorch CPU's scatter map, as tables of window starts
+``lo`` per dim (gradInput element ``i`` sums gradOut ``[lo[i], lo[i + 1])``), and their comparison."""
 
 from __future__ import annotations
 
@@ -35,9 +32,7 @@ def _cann_lo(in_size: int, out_size: int, s: np.float32) -> np.ndarray:
 
 
 def _torch_idx(in_size: int, out_size: int, scale: float | None) -> np.ndarray:
-    """PyTorch CPU's input index of every output index: ``min(floor(f32(double(o + 0.5) * double(r))), I - 1)``,
-    ``r`` its ``compute_scales_value<float>``: ``f32(1.0 / scale)`` if *scale* > 0, else ``f32(I) / f32(O)``
-    (cann-abi.md §6.1)."""
+    """PyTorch CPU's input index of every output index (cann-abi.md §6.1, ``r`` its ``compute_scales_value``)."""
     with np.errstate(over="ignore", divide="ignore"):
         r = _F32(1.0 / float(scale)) if _given(scale) else _F32(in_size) / _F32(out_size)  # type: ignore[arg-type]
     v = (np.arange(out_size, dtype=np.float64) + 0.5) * np.float64(r)
@@ -69,22 +64,16 @@ def _mismatches(i: int, o: int, cann_scale: float | None, torch_scale: float | N
 
 
 def mixed_scales(scales_d: float | None = None, scales_h: float | None = None, scales_w: float | None = None) -> bool:
-    """True when at least one but not all three scales are > 0.
-
-    CANN then falls back to size ratios for every dim while PyTorch decides per dim (cann-abi.md §5.2, §6.4), so
-    the two conventions usually differ.
-    """
+    """True when some but not all three scales are > 0: CANN then uses size ratios in every dim, PyTorch decides
+    per dim (cann-abi.md §5.2, §6.4)."""
     flags = [_given(s) for s in (scales_d, scales_h, scales_w)]
     return any(flags) and not all(flags)
 
 
 def resolve_scales(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
                    scales_h: float | None = None, scales_w: float | None = None) -> tuple[float, float, float]:
-    """The float32 factors ``s_k`` the CANN kernel uses (cann-abi.md §5.2), as exact floats.
-
-    ``f32(scale_k)`` for every dim when all three scales are > 0, otherwise ``f32(O_k) / f32(I_k)`` for every dim.
-    *output_size* is ``(oD, oH, oW)``; *input_size* ``(N, C, iD, iH, iW)`` or ``(iD, iH, iW)``.
-    """
+    """The float32 factors ``s_k`` of the CANN kernel (cann-abi.md §5.2) as exact floats; *output_size* is ``(oD,
+    oH, oW)``, *input_size* ``(N, C, iD, iH, iW)`` or ``(iD, iH, iW)``."""
     if len(input_size) == 3:
         input_size = (1, 1, *input_size)
     osz, isz, scales = _check_args(output_size, input_size, scales_d, scales_h, scales_w)
@@ -92,12 +81,9 @@ def resolve_scales(output_size: Sequence[int], input_size: Sequence[int], scales
 
 
 def window_starts(in_size: int, out_size: int, scale: float | None = None, *, convention: str = "cann") -> np.ndarray:
-    """The index table of one dim (sizes ``I`` of gradInput and ``O`` of gradOut), int64.
-
-    ``"cann"``: ``lo(0..I)`` (length ``I + 1``); window ``i`` is ``[lo(i), lo(i + 1))``.  *scale* is the dim's
-    resolved scale, used when > 0 (in 3-D CANN uses user scales only when all three are > 0:
-    :func:`resolve_scales`).  ``"torch_cpu"``: the input index of every output index (length ``O``).
-    """
+    """The int64 index table of one dim (sizes ``I`` of gradInput, ``O`` of gradOut): ``"cann"``, the window starts
+    ``lo(0..I)``; ``"torch_cpu"``, the input index of every output index.  *scale* is the dim's resolved scale
+    (:func:`resolve_scales`), used when > 0."""
     convention = _check_choice("convention", convention, CONVENTIONS)
     i, o = _check_dim(in_size, out_size)
     s = _check_scale("scale", scale)
@@ -105,12 +91,8 @@ def window_starts(in_size: int, out_size: int, scale: float | None = None, *, co
 
 
 def tie_mismatches(in_size: int, out_size: int, scale: float | None = None) -> list[tuple[int, int, int]]:
-    """The output indices that the two conventions send to different inputs (one dim, *scale* used by both
-    when > 0).
-
-    A list of ``(o, cann_input_index, torch_input_index)`` sorted by ``o``; the CANN index is -1 when ``o`` lies
-    in no CANN window (only with a user scale below ``O / I``).
-    """
+    """``(o, cann_input_index, torch_input_index)`` for each output index of one dim that the two conventions send
+    to different inputs (*scale* used by both when > 0); the CANN index is -1 where ``o`` is in no window."""
     i, o = _check_dim(in_size, out_size)
     s = _check_scale("scale", scale)
     return _mismatches(i, o, s, s)
@@ -119,9 +101,8 @@ def tie_mismatches(in_size: int, out_size: int, scale: float | None = None) -> l
 def convention_differences(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
                            scales_h: float | None = None, scales_w: float | None = None
                            ) -> dict[str, list[tuple[int, int, int]]]:
-    """Per dim (keys ``"D"``, ``"H"``, ``"W"``), the differences of the two conventions in 3-D, as
-    :func:`tie_mismatches` gives them, but with CANN's all-or-none scale rule while PyTorch decides per dim (so
-    mixed scales show up here)."""
+    """Per dim (``"D"``, ``"H"``, ``"W"``), :func:`tie_mismatches` in 3-D, with CANN's all-or-none scale rule and
+    PyTorch's per-dim one (so mixed scales show up)."""
     osz, isz, raw = _check_args(output_size, input_size, scales_d, scales_h, scales_w)
     cann = _cann_factors(osz, isz, raw)
     return {name: _mismatches(isz[k + 2], osz[k], float(cann[k]), raw[k]) for k, name in enumerate(_DIM_NAMES)}

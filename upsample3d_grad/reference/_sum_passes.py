@@ -1,11 +1,5 @@
-"""The summation engine of the numpy reference, one pass: window tables, the cost model and the methods.
-
-The engine sums a gradOut array over one table ``lo`` of window starts per dim (gradInput element ``i`` sums
-gradOut positions ``[lo[i], lo[i + 1])``); it knows no index law.  A reduce dim is summed in one pass, by one of:
-runs of equal-length windows summed as strided slices, sliding-window sums and a gather, or (innermost dim,
-float32) a BLAS matmul with a 0/1 window matrix, recomputed additively when not all finite (``0 * inf`` is nan).
-A small cost model (:class:`_TableInfo`) picks the method; :mod:`._sum_plans` orders, chunks and runs the passes.
-"""
+"""The numpy reference's summation engine, one pass: window tables, the cost model and the summation methods
+(docs/operators.md, "The summation engine")."""
 
 from __future__ import annotations
 
@@ -32,8 +26,7 @@ _FORCE_METHOD: str | None = None  # tests: force "runs", "slide" or "matmul" (in
 
 
 def _as_rows(a: np.ndarray) -> np.ndarray | None:
-    """``a`` (at least 1-D) as a 2-D view ``(-1, last dim)`` without copying, or None when strides forbid it: the
-    leading dims of more than one element must nest (each one's stride the next one's times its length)."""
+    """``a`` as a 2-D view ``(-1, last dim)`` without a copy, or None when its leading dims' strides do not nest."""
     lead = [(n, st) for n, st in zip(a.shape[:-1], a.strides[:-1]) if n != 1]
     if any(st != st_in * n_in for (_, st), (n_in, st_in) in zip(lead, lead[1:])):
         return None
@@ -49,13 +42,7 @@ def _idx(axis: int, s: Any, ndim: int = 5) -> tuple[Any, ...]:
 
 
 class _TableInfo:
-    """A reduce dim's window table with what the summation methods need.
-
-    ``runs`` groups consecutive windows of equal length: window ``i0 + j`` of a run of length ``ell`` covers
-    ``[a + j*ell, a + (j+1)*ell)``, a sum of ``ell`` strided slices (method "runs").  Method "slide" stores the
-    sliding sums of every distinct window length in one slot of a buffer and gathers every window with one
-    ``np.take``.  Method "matmul" (innermost dim) multiplies rows by a 0/1 window matrix.
-    """
+    """A reduce dim's window table and what the methods need (``runs``: ``(i0, i1, ell, a)``, equal windows)."""
 
     __slots__ = ("lo", "out_size", "runs", "run_calls", "_adds", "_ns", "_split_calls", "_slide", "_weights")
 
@@ -114,8 +101,8 @@ class _TableInfo:
         return self._weights
 
     def cost(self, outer: int, inner: int, matmul: bool = True) -> tuple[str, float, int]:
-        """Cheapest method for an input viewed as ``(outer, O, inner)``: (method, seconds, numpy calls); "matmul"
-        only for the innermost dim, and when *matmul* is true (the additive methods stay its exact fallback)."""
+        """Cheapest ``(method, seconds, numpy calls)`` for an input viewed as ``(outer, O, inner)`` ("matmul" only
+        for the innermost dim, and when *matmul* is true)."""
         if inner > 1:
             calls = self.run_calls
             t_runs = outer * self._adds * (inner * _T_EL + _T_LOOP) + calls * _T_CALL
@@ -169,8 +156,7 @@ class _AxisOp:
             self._slide(x, out)
 
     def _matmul(self, x: np.ndarray, out: np.ndarray) -> bool:
-        """out = x @ weights along the innermost axis; False (out then undefined) if the result is not all finite
-        (``0 * inf`` spreads nan to other windows), so that the caller sums exactly instead."""
+        """out = x @ weights along the innermost axis; False (out undefined) if the result is not all finite."""
         lo = self.info.lo
         drop: tuple[Any, ...] = (Ellipsis,) + (0,) * (x.ndim - 1 - self.axis)  # dims after the axis have size 1
         src = x[_idx(self.axis, slice(int(lo[0]), int(lo[-1])), x.ndim)][drop]
@@ -218,8 +204,7 @@ class _AxisOp:
                 np.add.reduce(view, axis=axis + 1, dtype=np.float32, out=dst)
 
     def _slide(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Sliding sums of every window length into slots of one buffer, then one gather of whole rows.  The sums
-        run over the flat C-contiguous input (one long loop each; sums that straddle rows are never gathered)."""
+        """Sliding sums over the flat input, a buffer slot per window length, then one gather of whole rows."""
         if x.size == 0:  # (a D-major chunk can hold no gradOut: then every window is empty)
             out.fill(0)
             return

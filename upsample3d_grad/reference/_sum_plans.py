@@ -1,13 +1,5 @@
-"""The summation engine of the numpy reference, one call: plans, chunks, work arrays and threads.
-
-A dim is "identity" (``lo == arange``), "scatter" (every window holds at most one gradOut element, e.g.
-downsampling) or "reduce" (:class:`Dim`).  Reduce dims are summed one pass each (:mod:`._sum_passes`), in the
-order the cost model finds cheapest; scatter dims last, in one assignment.  Work is split in chunks of about
-``_CHUNK_ELEMS`` gradOut elements (along N/C, or along blocks of D windows when those are irregular) so that a
-chunk's intermediates stay in cache; the chunks of one call share their work arrays and may run on several
-threads, with bit-identical results.  float16 and bfloat16 chunks are widened to float32 once, before the first
-pass.
-"""
+"""The numpy reference's summation engine, one call: plans, chunks, work arrays and threads (docs/operators.md,
+"The summation engine")."""
 
 from __future__ import annotations
 
@@ -61,8 +53,7 @@ def _scatter_index(lo: np.ndarray) -> tuple[slice | np.ndarray, slice | np.ndarr
 
 
 class Dim:
-    """Window table of one dim, its kind and its summation data (built when first used); the reference caches
-    one per sizes, scale and convention."""
+    """One dim's window table, its kind (identity, scatter or reduce) and its summation data (built on first use)."""
 
     def __init__(self, lo: np.ndarray, out_size: int) -> None:
         lo.setflags(write=False)
@@ -215,13 +206,7 @@ _F16_REBIAS = np.float32(2.0**112)  # 2 ** (127 - 15): float16 exponent bias to 
 
 
 def _f16_to_f32(x: np.ndarray, out: np.ndarray) -> None:
-    """Exact float16 -> float32 (nan payloads included) by bit operations: numpy's own cast is a scalar loop,
-    about twice slower.
-
-    The float16 bits, sign-extended and shifted left by 13, read as float32, are the value times 2 ** -112
-    (subnormals included; the bits between sign and exponent are cleared); one multiply rebiases it.  Exponent 31
-    (inf, nan) comes out finite with magnitude >= 65536 (float16's largest is 65504) and is patched.
-    """
+    """Exact float16 -> float32, nan payloads included, by bit operations (docs/operators.md)."""
     u = x.view(np.uint16)
     bits = out.view(np.uint32)
     np.copyto(out.view(np.int32), u.view(np.int16))  # sign-extend: bit 15 fills bits 16..31
@@ -245,8 +230,7 @@ def _to_f32(x: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 
 class _Scratch:
-    """float32 work arrays of one thread's run of chunks, one per slot, reused from chunk to chunk (against a
-    fresh ``np.empty`` per pass and chunk: benchmark (b) 3.34 instead of 3.44 ms, (c) 5.27 instead of 5.54)."""
+    """float32 work arrays of one thread's run of chunks, one per slot, reused from chunk to chunk."""
 
     __slots__ = ("_bufs",)
 

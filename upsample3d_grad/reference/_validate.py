@@ -1,7 +1,4 @@
-"""Argument checks of the numpy reference, and the constants they check against.
-
-Every bad argument is a :class:`ValueError` that names the parameter, the rule and the value.
-"""
+"""Argument checks of the numpy reference (a ``ValueError`` naming the parameter, the rule and the value)."""
 
 from __future__ import annotations
 
@@ -13,15 +10,10 @@ from typing import Any, Optional
 import ml_dtypes
 import numpy as np
 
-LAYOUTS: tuple[str, ...] = ("NCDHW", "NDHWC")
-"""Supported memory layouts (physical dim orders)."""
-
-CONVENTIONS: tuple[str, ...] = ("cann", "torch_cpu")
-"""Supported index conventions."""
-
+LAYOUTS: tuple[str, ...] = ("NCDHW", "NDHWC")  # the supported memory layouts (physical dim orders)
+CONVENTIONS: tuple[str, ...] = ("cann", "torch_cpu")  # the supported index conventions
+#: dtypes accepted for gradOut (cann-abi.md §5.1 step 3.2)
 SUPPORTED_DTYPES: tuple[np.dtype, ...] = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-"""dtypes accepted for gradOut (cann-abi.md §5.1 step 3.2)."""
-
 _DIM_NAMES = ("D", "H", "W")
 Scales = Sequence[Optional[float]]  # the three scales (Optional: Python 3.9 evaluates this line)
 

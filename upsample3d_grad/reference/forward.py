@@ -1,28 +1,5 @@
-"""Pure-numpy reference of the forward ``aclnnUpsampleNearestExact3d``, and its adjoint residual.
-
-The forward copies, for every output element, one input element (docs/cann-forward-facts.md §4)::
-
-    f_k(o) = min(floor(f32(f32(o + 0.5) * r_k)), I_k - 1)       (float32: add 0.5, one rounded multiply, floor)
-    out[n, c, od, oh, ow] = x[n, c, f_D(od), f_H(oh), f_W(ow)]  (a copy: bit-exact in every dtype)
-
-The float32 ratio ``r_k`` (input over output) depends on the SoC (facts §3.5).  ``"a2a3"`` (Atlas A2/A3, and the
-310P): ``f32(1.0 / scale_k)`` (reciprocal in double) for every dim when all three scales are > 0, otherwise
-``f32(I_k) / f32(O_k)`` for every dim.  ``"ascend950"``: per dim, ``1.0f / f32(scale_k)`` (reciprocal in float)
-where ``f32(scale_k) > 0``, otherwise ``f32(I_k) / f32(O_k)``.
-
-``convention="torch_cpu"`` is torch CPU's ``F.interpolate(mode="nearest-exact")`` on the torch build the facts
-were measured on (facts §6.1): ``t = r * (o + 0.5) - 0.5`` rounded once (a fused multiply-add), clamped at 0, then
-``min(floor(f32(t + 0.5)), I - 1)``.  It differs from the kernel's law only at exact ties.
-
-With F the forward and B the backward, ``<F(x), g> - <x, B(g)>`` is not 0 where the forward's floor index and the
-backward's ceil window disagree (float32 ties, facts §6.2).  :func:`adjoint_residual` predicts it exactly::
-
-    R = sum over (n, c) and over o in M of g[n, c, o] * (x[n, c, f(o)] - x[n, c, b(o)])
-
-M the outputs where ``f(o) != b(o)`` in at least one dim, ``b(o)`` the input whose backward window holds ``o``
-(``x[b(o)] = 0`` when ``o`` lies in no window).  :func:`upsample_nearest_exact3d` is B's exact adjoint: output
-``o`` reads ``x[b(o)]``.
-"""
+"""Pure-numpy reference of the forward ``aclnnUpsampleNearestExact3d`` (its law: docs/cann-forward-facts.md §4, §3.5;
+torch CPU's: §6.1) and of its adjoint residual with the backward (§6.2)."""
 
 from __future__ import annotations
 
@@ -51,22 +28,15 @@ __all__ = ["FORWARD_CONVENTIONS", "SOCS", "adjoint_mismatches", "adjoint_residua
            "forward_ratios", "soc_family", "source_indices", "torch_cpu_forward_index",
            "upsample_nearest_exact3d_forward"]
 
-SOCS: tuple[str, ...] = ("a2a3", "ascend950")
-"""The kernel variants whose scale handling differs (facts §3.5)."""
-
-FORWARD_CONVENTIONS: tuple[str, ...] = CONVENTIONS
-"""Index conventions of :func:`upsample_nearest_exact3d_forward`."""
-
+SOCS: tuple[str, ...] = ("a2a3", "ascend950")  # the kernel variants whose scale handling differs (facts §3.5)
+FORWARD_CONVENTIONS: tuple[str, ...] = CONVENTIONS  # the index conventions of upsample_nearest_exact3d_forward
 _F32 = np.float32
 Maps = list[np.ndarray]
 
 
 def soc_family(soc_name: str) -> str:
-    """The kernel variant of an ``aclrtGetSocName`` answer: ``"ascend950"`` for an Ascend950 name, else ``"a2a3"``.
-
-    The Ascend950 is CANN's regbase SoC (``IsRegBase``, facts §2.1); every other SoC that supports the operator
-    takes the A2/A3 scale handling.
-    """
+    """The kernel variant of an ``aclrtGetSocName`` answer: ``"ascend950"`` for an Ascend950 name (CANN's regbase
+    SoC, cann-forward-facts.md §2.1), else ``"a2a3"``."""
     return "ascend950" if str(soc_name).startswith("Ascend950") else "a2a3"
 
 
@@ -84,22 +54,16 @@ def _ratios(osz: Sequence[int], isz: Sequence[int], scales: Scales, soc: str) ->
 def forward_ratios(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
                    scales_h: float | None = None, scales_w: float | None = None, *, soc: str = "a2a3"
                    ) -> tuple[float, float, float]:
-    """The float32 ratios ``r_D, r_H, r_W`` the forward kernel of *soc* multiplies by (facts §3.5), as exact floats.
-
-    *output_size* is ``(oD, oH, oW)``, *input_size* ``(N, C, iD, iH, iW)``; a scale (output over input) counts
-    when it is > 0.
-    """
+    """The float32 ratios ``r_D, r_H, r_W`` the forward kernel of *soc* multiplies by (cann-forward-facts.md §3.5),
+    as exact floats; *input_size* is ``(N, C, iD, iH, iW)``, a scale (output over input) counts when > 0."""
     soc = _check_choice("soc", soc, SOCS)
     osz, isz, scales = _check_args(output_size, input_size, scales_d, scales_h, scales_w)
     return tuple(float(v) for v in _ratios(osz, isz, scales, soc))  # type: ignore[return-value]
 
 
 def forward_index(in_size: int, out_size: int, ratio: float) -> np.ndarray:
-    """The kernel's input index of every output index of one dim: ``min(floor(f32(f32(o + 0.5) * r)), I - 1)``.
-
-    *ratio* is ``r``, a float32 value from :func:`forward_ratios`.  Returns int64 of length ``O``, values in
-    ``[0, I - 1]``, non-decreasing.
-    """
+    """The kernel's input index (int64, non-decreasing) of every output index of one dim,
+    ``min(floor(f32(f32(o + 0.5) * r)), I - 1)``, *ratio* ``r`` a float32 value from :func:`forward_ratios`."""
     o = np.arange(out_size, dtype=np.int64).astype(_F32)
     with np.errstate(over="ignore", invalid="ignore"):
         f = np.floor((o + _F32(0.5)) * _F32(ratio))  # Adds(+0.5), then Muls(r): two float32 roundings
@@ -107,12 +71,8 @@ def forward_index(in_size: int, out_size: int, ratio: float) -> np.ndarray:
 
 
 def torch_cpu_forward_index(in_size: int, out_size: int, scale: float | None = None) -> np.ndarray:
-    """torch CPU's forward input index of every output index of one dim (facts §6.1, this torch build).
-
-    ``t = r * (o + 0.5) - 0.5`` rounded once to float32 (the fused multiply-add the build contracts it to), clamped
-    at 0, then ``min(floor(f32(t + 0.5)), I - 1)``; ``r = f32(1.0 / scale)`` when *scale* > 0, else
-    ``f32(I) / f32(O)``.
-    """
+    """torch CPU's forward input index of every output index of one dim, as the torch build of
+    cann-forward-facts.md §6.1 computes it (a fused multiply-add); *scale* used when > 0."""
     with np.errstate(over="ignore", divide="ignore"):
         r = _F32(1.0 / scale) if _given(scale) else _F32(in_size) / _F32(out_size)  # type: ignore[operator]
     a = np.arange(out_size, dtype=np.float64) + 0.5
@@ -130,8 +90,7 @@ def _source_maps(osz: Sequence[int], isz: Sequence[int], scales: Scales, convent
 
 
 def _backward_maps(osz: Sequence[int], isz: Sequence[int], scales: Scales, convention: str = "cann") -> Maps:
-    """Per dim, the input ``b(o)`` each output goes to in the backward: the owner of its CANN window (-1 where
-    none), or torch CPU's scatter map."""
+    """Per dim, the input ``b(o)`` each output goes to in the backward (-1 where no window holds it)."""
     if convention == "torch_cpu":
         return [_torch_idx(isz[k + 2], osz[k], scales[k]) for k in range(3)]
     f = _cann_factors(osz, isz, scales)
@@ -173,11 +132,9 @@ def upsample_nearest_exact3d_forward(x: np.ndarray, output_size: Sequence[int], 
                                      layout: str = "NCDHW", convention: str = "cann", soc: str = "a2a3") -> np.ndarray:
     """Forward nearest-exact 3-D upsampling as the CANN kernel of *soc* computes it (or as torch CPU does).
 
-    *x* is float32/float16/bfloat16, ``(N, C, iD, iH, iW)`` for ``"NCDHW"`` or ``(N, iD, iH, iW, C)`` for
-    ``"NDHWC"``; *output_size* ``(oD, oH, oW)``; the scales (output over input) count when > 0.  *convention*:
-    ``"cann"``, the kernel's float32 law, or ``"torch_cpu"`` (module docstring); *soc* (``"a2a3"`` or
-    ``"ascend950"``) says how scales become ratios.  The result has the dtype and layout of *x*; every element is
-    a bit copy of an element of *x*.
+    *x*: float32/float16/bfloat16 in the physical dims of *layout*; the scales (output over input) count when > 0;
+    *convention* ``"cann"`` (the kernel's float32 law) or ``"torch_cpu"``; *soc* ``"a2a3"`` or ``"ascend950"``
+    (how scales become ratios).  The result, in *x*'s dtype and layout, is bit copies of elements of *x*.
     """
     soc = _check_choice("soc", soc, SOCS)
     x, osz, isz, s, layout, convention = _checked(x, output_size, (scales_d, scales_h, scales_w), layout, convention)
@@ -187,21 +144,15 @@ def upsample_nearest_exact3d_forward(x: np.ndarray, output_size: Sequence[int], 
 def upsample_nearest_exact3d(x: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
                              scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
                              convention: str = "cann") -> np.ndarray:
-    """The exact adjoint of :func:`upsample3d_grad.reference.upsample_nearest_exact3d_backward` under
-    *convention*: a forward whose output ``o`` reads the input whose backward window holds it (0 when none does,
-    ``"cann"``), or PyTorch CPU's backward index map (``"torch_cpu"``).  Arguments as for
-    :func:`upsample_nearest_exact3d_forward`; the result has the dtype and layout of *x*."""
+    """The exact adjoint of the reference backward under *convention*: output ``o`` reads the input whose backward
+    window holds it (0 where none does); arguments as for :func:`upsample_nearest_exact3d_forward`."""
     x, osz, isz, s, layout, convention = _checked(x, output_size, (scales_d, scales_h, scales_w), layout, convention)
     return _gather(x, _backward_maps(osz, isz, s, convention), layout)
 
 
 def backward_owner(in_size: int, out_size: int, scale: float) -> np.ndarray:
-    """The input index whose backward window holds each output index of one dim, or -1 where none does.
-
-    *scale* is the backward's resolved float32 factor of the dim
-    (:func:`upsample3d_grad.reference.resolve_scales`); the windows are the backward kernel's
-    ``[lo(i), lo(i + 1))`` (:func:`upsample3d_grad.reference.window_starts`).
-    """
+    """The input index whose backward window holds each output index of one dim, or -1 where none does (*scale*:
+    the backward's resolved factor, :func:`upsample3d_grad.reference.resolve_scales`)."""
     return _owner(window_starts(in_size, out_size, scale), operator.index(out_size))
 
 
@@ -215,11 +166,8 @@ def _maps(output_size: Any, input_size: Any, scales: tuple[Any, Any, Any], soc: 
 def adjoint_mismatches(output_size: Sequence[int], input_size: Sequence[int], scales_d: float | None = None,
                        scales_h: float | None = None, scales_w: float | None = None, *, soc: str = "a2a3"
                        ) -> dict[str, list[tuple[int, int, int]]]:
-    """Per dim, the outputs where the forward's index and the backward's window disagree (both get these scales).
-
-    Returns ``{"D": [(o, f(o), b(o)), ...], "H": ..., "W": ...}``, with ``b(o) = -1`` where ``o`` lies in no
-    backward window.  All empty means ``<F(x), g> = <x, B(g)>`` exactly.
-    """
+    """Per dim, ``{"D": [(o, f(o), b(o)), ...], ...}`` where the forward's index and the backward's window
+    disagree (``b(o) = -1``: in no window); all empty means ``<F(x), g> = <x, B(g)>`` exactly."""
     fwd, bwd = _maps(output_size, input_size, (scales_d, scales_h, scales_w), soc)
     return {name: _differences(f, b) for name, f, b in zip(_DIM_NAMES, fwd, bwd)}
 
@@ -227,14 +175,10 @@ def adjoint_mismatches(output_size: Sequence[int], input_size: Sequence[int], sc
 def adjoint_residual(x: np.ndarray, g: np.ndarray, output_size: Sequence[int], scales_d: float | None = None,
                      scales_h: float | None = None, scales_w: float | None = None, *, layout: str = "NCDHW",
                      soc: str = "a2a3") -> float:
-    """The exact ``<F(x), g> - <x, B(g)>`` the two kernels' index laws imply, in float64.
+    """The exact ``<F(x), g> - <x, B(g)>`` the two kernels' index laws imply, in float64 (0.0 where they agree).
 
-    *x* is the forward's input (the backward's gradInput shape) and *g* the forward's output shape (the
-    backward's gradOut), both in *layout*; both operators get *output_size* and the scales; *soc* is the forward
-    kernel's variant (the backward's windows are the A2/A3 kernel's).  Returns ``sum over (n, c), o in M of
-    g[o] * (x[f(o)] - x[b(o)])`` (``x[b(o)] = 0`` where ``o`` is in no window): 0.0 when the two laws agree
-    everywhere.  On a device F(x) is exact and B(g) carries float32 rounding, so compare with a tolerance from
-    B's rounding.
+    *x* is the forward's input, *g* of its output's shape, both in *layout*; both operators get *output_size* and
+    the scales; *soc* is the forward kernel's variant (the backward's windows are the A2/A3 kernel's).
     """
     layout = _check_choice("layout", layout, LAYOUTS)
     x, g = _check_array("x", x), _check_array("g", g)

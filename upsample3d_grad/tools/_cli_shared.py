@@ -60,12 +60,7 @@ def _fallback_line(command: str, backend: Any) -> str:
 
 
 def _load(command: str, refuse_fallback: bool = True) -> Any:
-    """Load the backend and print the header line; on failure print why and how to fix it, return None.
-
-    A CANN install that is present but did not load (the loader fell back to the simulator) is a failure too,
-    unless the simulator was asked for: the first line says why and None is returned (with *refuse_fallback*;
-    ``doctor`` goes on, to diagnose).
-    """
+    """Load the backend and print the header line, or print why not and how to fix it and return None."""
     requested = os.environ.get("ACL_BINDINGS_BACKEND", "auto") or "auto"
     try:
         with warnings.catch_warnings():  # the fallback notice is printed as the first line instead
@@ -159,7 +154,6 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{n} B"
-
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,16 +1,5 @@
-"""Writing a JSON report to ``--json PATH`` as command-line tools do.
-
-* ``-`` is standard output.
-* :func:`check_target` is called before the work starts: an empty path, a missing or
-  unwritable folder, or a folder at the path are usage errors found at once, not
-  after a full smoke matrix.
-* A regular file (or a new one) is replaced atomically: the report is written to a
-  temporary file created exclusively beside it (``mkstemp``, so no planted file or
-  link is followed) and moved over it with ``os.replace``; it keeps the old file's
-  mode (a new one gets ``0o666`` less the umask).
-* Anything else at the path (a device such as ``/dev/null``, a FIFO, a symbolic
-  link) is written into, never replaced.
-"""
+"""Writing a JSON report to ``--json PATH`` (``-``: standard output), checked before the work starts and replaced
+atomically (docs/operators.md, "Reports")."""
 
 from __future__ import annotations
 
@@ -63,13 +52,8 @@ def dumps(data: Any) -> str:
 
 
 def write_json(path: str, data: Any, stdout: TextIO | None = None) -> None:
-    """Write *data* to *path* (see the module docstring); ``-`` writes to *stdout* (default ``sys.stdout``).
-
-    Raises
-    ------
-    OSError
-        If the report cannot be written (nothing at *path* is damaged then).
-    """
+    """Write *data* to *path* (``-``: *stdout*, default ``sys.stdout``); an ``OSError`` if it cannot (nothing at
+    *path* is damaged then)."""
     text = dumps(data)
     if path == STDOUT:
         out = stdout if stdout is not None else sys.stdout

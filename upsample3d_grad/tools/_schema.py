@@ -1,17 +1,5 @@
-"""A small JSON Schema validator for the subset the report schemas use.
-
-``jsonschema`` is not a runtime dependency (the tests use it), so this module implements just
-the keywords that ``smoke_schema.json`` and ``doctor_schema.json`` use (JSON Schema draft 2020-12 meanings):
-
-``type`` (a name or a list of names: ``object``, ``array``, ``string``, ``number``,
-``integer``, ``boolean``, ``null``), ``required``, ``properties``,
-``additionalProperties`` (a boolean or a schema), ``items`` (one schema for every
-element), ``enum``, ``minimum``, ``$ref`` (local ``#/$defs/<name>`` only).
-
-Annotation keywords (``$schema``, ``$id``, ``title``, ``description``, ``$defs``,
-``$comment``) are ignored.  Any other keyword raises :class:`SchemaError`, so the
-schema cannot silently use a rule this validator would not enforce.
-"""
+"""A small JSON Schema validator for the subset of keywords the report schemas use (docs/operators.md, "Reports");
+``jsonschema`` is not a runtime dependency."""
 
 from __future__ import annotations
 
@@ -128,28 +116,16 @@ def _check(value: Any, schema: Any, where: Any, root: dict[str, Any], out: list[
 
 
 def errors(instance: Any, schema: dict[str, Any]) -> list[str]:
-    """Every violation of *schema* by *instance*, as ``"$.path: message"`` lines (empty when valid).
-
-    Raises
-    ------
-    SchemaError
-        If *schema* uses a keyword outside the supported subset.
-    """
+    """Every violation of *schema* by *instance*, as ``"$.path: message"`` lines (empty when valid); a
+    :class:`SchemaError` if *schema* uses a keyword outside the supported subset."""
     out: list[str] = []
     _check(instance, schema, "$", schema, out, set())
     return out
 
 
 def validate(instance: Any, schema: dict[str, Any] | None = None) -> None:
-    """Raise ``ValueError`` listing every violation, if *instance* does not match *schema*.
-
-    Parameters
-    ----------
-    instance:
-        The decoded JSON document.
-    schema:
-        The schema (default: the smoke report's schema, :data:`SMOKE_SCHEMA_PATH`).
-    """
+    """Raise ``ValueError`` listing every violation if the decoded JSON *instance* does not match *schema*
+    (default: the smoke report's, :data:`SMOKE_SCHEMA_PATH`)."""
     found = errors(instance, load_schema() if schema is None else schema)
     if found:
         shown = "\n  ".join(found[:20])

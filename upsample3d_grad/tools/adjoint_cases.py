@@ -1,10 +1,4 @@
-"""The smoke family of adjoint checks: forward and backward on the device, checked against each other.
-
-Each case runs :func:`upsample3d_grad.adjoint.device_adjoint_check` for one dtype, layout and shape (with and
-without scales, at shapes where the two kernels' float32 laws meet at ties and where they do not); the
-report entry says the residual, its prediction and the bound.  Nothing here depends on the CPU reference's
-values: only on its reading of the two index laws, which predicts the residual.
-"""
+"""The smoke family of adjoint checks: the forward and the backward on the device, checked against each other."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The ``upsample3d-grad`` command line (also ``python -m upsample3d_grad``): ``doctor``, ``run``, ``smoke``,
-``bench`` and ``compare``, each in its own module; options, reports and exit codes (0 success, 1 a failure,
-2 usage, 3 no library, 130 interrupted): docs/api.md, "The command line".
-"""
+"""The ``upsample3d-grad`` command line (also ``python -m upsample3d_grad``), one module per command; options,
+reports and exit codes: docs/api.md, "The command line"."""
 
 from __future__ import annotations
 
@@ -36,7 +34,6 @@ from .smoke import summarize
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_NO_LIBRARY", "EXIT_INTERRUPTED"]
 
 
-
 def _ints(text: str, n: int) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.replace("x", ",").split(","))
@@ -51,8 +48,7 @@ def _ints(text: str, n: int) -> tuple[int, ...]:
 
 
 def _join_negative_values(parser: argparse.ArgumentParser, raw: list[str]) -> list[str]:
-    """``--opt -1,2`` as ``--opt=-1,2``: argparse takes a value that starts with ``-`` (and is not one plain
-    number) for an option, so a list with a negative first number would not reach its range check."""
+    """``--opt -1,2`` as ``--opt=-1,2``, which argparse would take for an option (missing its range check)."""
     takes_value = {opt for action in _all_actions(parser) if action.nargs is None and action.option_strings
                    for opt in action.option_strings}
     out: list[str] = []
@@ -237,7 +233,6 @@ def _command_of(raw: Sequence[str]) -> str:
     return next((tok for tok in raw if tok in COMMANDS), "")
 
 
-#: The subcommands.
 COMMANDS = ("doctor", "run", "smoke", "bench", "compare")
 
 

@@ -32,14 +32,7 @@ from ._cli_shared import (
 
 def _bench_geometry(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, int, int],
                                                        tuple[float, float, float]]:
-    """``(gradOut shape, gradInput shape, outputSize, scales)`` of the bench case, checked before anything is
-    allocated: the scale's range, then every documented limit of the operator (:func:`checks.check_params`).
-
-    Raises
-    ------
-    ValueError
-        A usage error (one line, naming the option, the rule and the value).
-    """
+    """``(gradOut shape, gradInput shape, outputSize, scales)``, checked before any allocation (``ValueError``)."""
     n, c, i_d, i_h, i_w = args.input_size
     if args.output_size is not None:
         out_size = tuple(args.output_size)

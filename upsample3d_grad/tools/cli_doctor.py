@@ -37,7 +37,6 @@ def _sample_input() -> np.ndarray:
     return np.arange(1, 33, dtype=np.float32).reshape(SAMPLE_GRAD_OUT_SHAPE)
 
 
-
 def _doctor_report(args: argparse.Namespace, env: dict[str, Any], devices: list[dict[str, Any]],
                    problems: list[str], sample: dict[str, Any]) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "tool": f"{PROG} doctor", "created_utc": args.started_utc,

@@ -239,12 +239,10 @@ def _read_child_reports(children: Sequence[tuple[int, subprocess.Popen[str], str
 
 
 def _stop_children(procs: Sequence[subprocess.Popen[str]], started: set[int], grace_s: float = 10.0) -> None:
-    """Ctrl-C: SIGINT to every child still running that has started (each writes its partial report), SIGTERM to
-    one still starting Python (it has no result yet, and a SIGINT there would print the interpreter's traceback);
-    then wait, and kill stragglers."""
+    """Ctrl-C: SIGINT to started children (each writes its partial report), SIGTERM to the others; kill stragglers."""
     for proc in procs:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT if proc.pid in started else signal.SIGTERM)
+            proc.send_signal(signal.SIGINT if proc.pid in started else signal.SIGTERM)  # (SIGINT: a traceback there)
     deadline = time.monotonic() + grace_s
     for proc in procs:
         try:

@@ -1,27 +1,5 @@
-"""``upsample3d-grad compare``: smoke reports of several machines (or CANN versions) side by side.
-
-:func:`compare_reports` lines the reports up:
-
-* the environment keys whose values differ between the reports (host, backend,
-  CANN and driver versions, SoC, package versions...);
-* per case (by name, and the k-th device of each report): each report's status, max abs error, workspace size
-  and time, and whether the results are bitwise identical where every report that
-  ran the case gives a digest (sha256 of the result bytes; a report that ran no case at
-  all is left out of this);
-* the machines grouped by environment (the differing keys but the host name) and
-  outcome, and the outliers: machines that are not ok or whose group is small.
-
-A report is *not ok* when its summary says so, when it was interrupted, or when a
-CANN install was there but did not load and the simulator stood in (``fallback``).
-A case that passes in one report and fails (or errors) in another is a *status
-mismatch*.  Either makes ``ok: False`` and the command exit 1.
-:func:`render_text`, :func:`render_markdown` and the JSON document itself are the
-three outputs; up to :data:`TABLE_MAX_REPORTS` reports they show one column per
-report, beyond that (a fleet) the groups, the outliers and the cases that differ, in
-a number of lines that does not grow with the number of reports.
-
-Everything is one pass over reports x cases: time and memory grow linearly.
-"""
+"""``upsample3d-grad compare``: smoke reports of several machines (or CANN versions) side by side, or a fleet's
+summary (docs/operators.md, "compare")."""
 
 from __future__ import annotations
 
@@ -52,8 +30,7 @@ _FAILED = ("fail", "error")
 
 
 def _labels(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> list[str]:
-    """The host name of each report; where hosts repeat, the file name (``a/smoke.json``: ``smoke``), and where
-    those repeat too, with its folder (``node7/smoke``), then the path."""
+    """Each report's host name; where those repeat, its file stem, then ``folder/stem``, then its path."""
     names = [str(r["environment"].get("hostname") or os.path.basename(p)) for r, p in zip(reports, paths)]
     def stem(p: str) -> str:
         return os.path.splitext(os.path.basename(p))[0]
@@ -89,7 +66,7 @@ def report_problem(report: dict[str, Any]) -> str:
 
 
 def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
-    """The comparison document of *reports* (read from *paths*, used for labels); see the module docstring."""
+    """The comparison document of *reports* (read from *paths*, used for labels)."""
     if len(reports) < 2:
         raise ValueError("compare needs at least two reports")
     labels = _labels(reports, paths)
@@ -149,8 +126,7 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
 
 def _groups(reports: Sequence[dict[str, Any]], labels: list[str], env_diff: dict[str, list[Any]],
             problems: list[str]) -> list[dict[str, Any]]:
-    """Machines with the same environment (the differing keys but the host name, and the fallback, which is
-    the outcome's) and outcome, largest first."""
+    """Machines grouped by environment (the differing keys but host name and fallback) and outcome, largest first."""
     keys = [k for k in env_diff if k not in ("hostname", "fallback")]
     index: dict[str, dict[str, Any]] = {}
     for i, (label, problem) in enumerate(zip(labels, problems)):
@@ -162,8 +138,7 @@ def _groups(reports: Sequence[dict[str, Any]], labels: list[str], env_diff: dict
 
 
 def _outliers(groups: list[dict[str, Any]], total: int) -> list[dict[str, Any]]:
-    """Each machine that is not ok, or in a group of at most :data:`OUTLIER_SHARE` of the machines, with what
-    sets it apart from the largest group."""
+    """Each machine not ok or in a group of at most OUTLIER_SHARE of them, with what sets it apart from the largest."""
     if not groups:
         return []
     base = groups[0]

@@ -1,24 +1,5 @@
-"""Facts about the machine that need no CANN library: host name, time, versions, driver version.
-
-A fleet report (``doctor --json``, ``smoke --json``) starts from :func:`host_facts`, so
-even a machine where no library loads gets a report that says who it is and why it failed.
-
-Where the driver version is read (public facts):
-
-* ``/etc/ascend_install.info`` names the driver's install folder in its
-  ``Driver_Install_Path_Param=`` line; ``/usr/local/Ascend`` is the default.  torch_npu
-  reads the driver version from this file and ``<that folder>/driver/version.info``
-  (Ascend/op-plugin ``docs/zh/custom_APIs/torch_npu-utils/torch_npu-utils-get_cann_version.md``,
-  "约束说明" 1).
-* ``driver/version.info`` holds ``key=value`` lines, the first being ``Version=`` (for
-  example ``Version=24.1.rc1``; Ascend/mind-cluster ``docs/zh/faultdiag/user_guide.md``,
-  "Query the driver version").
-
-Where no runtime library answers the CANN version query, the toolkit's install record
-``<arch>-linux/ascend_toolkit_install.info`` (a ``version=`` line, e.g. ``version=8.5.0``;
-same mind-cluster guide, "Query the CANN version") under ``$ASCEND_HOME_PATH`` or
-``$ASCEND_TOOLKIT_HOME`` is read instead (:func:`toolkit_version`).
-"""
+"""Facts about the machine that need no CANN library (host name, time, versions, the driver's version), so that a
+machine where no library loads still gets a report (sources: docs/operators.md, "hostinfo")."""
 
 from __future__ import annotations
 
@@ -60,13 +41,7 @@ def hostname() -> str:
 
 
 def read_key_values(path: str) -> dict[str, str]:
-    """The ``key=value`` lines of a small text file (other lines are ignored).
-
-    Raises
-    ------
-    OSError
-        If the file cannot be read.
-    """
+    """The ``key=value`` lines of a small text file (other lines are ignored); ``OSError`` if it cannot be read."""
     out: dict[str, str] = {}
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh.read(65536).splitlines():
@@ -77,14 +52,8 @@ def read_key_values(path: str) -> dict[str, str]:
 
 
 def driver_version(install_info: str = INSTALL_INFO, default_root: str = DEFAULT_DRIVER_ROOT) -> dict[str, str]:
-    """The NPU driver's version, read from its ``version.info`` (see the module docstring).
-
-    Returns
-    -------
-    dict
-        ``{"version": ..., "source": ...}``: the version and the file it was read from, or
-        ``"unknown"`` and a ``source`` that says why (no such file, no ``Version=`` line).
-    """
+    """The NPU driver's version from its ``version.info``: ``{"version": ..., "source": <the file>}``, or
+    ``"unknown"`` and a ``source`` that says why."""
     root = default_root
     try:
         root = read_key_values(install_info).get("Driver_Install_Path_Param") or default_root
@@ -102,15 +71,8 @@ def driver_version(install_info: str = INSTALL_INFO, default_root: str = DEFAULT
 
 
 def toolkit_version(roots: Sequence[str] | None = None) -> dict[str, str] | None:
-    """The CANN toolkit's version from its install record (see the module docstring), or None.
-
-    *roots* defaults to ``$ASCEND_HOME_PATH`` and ``$ASCEND_TOOLKIT_HOME`` (those set).
-
-    Returns
-    -------
-    dict or None
-        ``{"version": ..., "source": <the file>}``.
-    """
+    """The CANN toolkit's version from its install record under *roots* (default: ``$ASCEND_HOME_PATH`` and
+    ``$ASCEND_TOOLKIT_HOME``): ``{"version": ..., "source": <the file>}``, or None."""
     if roots is None:
         roots = [v for v in (os.environ.get("ASCEND_HOME_PATH"), os.environ.get("ASCEND_TOOLKIT_HOME")) if v]
     for root in roots:
@@ -143,8 +105,7 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-#: Where ``{rank}`` is read from, first set first: Slurm's task rank, then Open MPI's, MPICH/Intel MPI's (PMI)
-#: and PMIx's.
+#: Where ``{rank}`` is read from, first set first: Slurm, Open MPI, MPICH/Intel MPI (PMI), PMIx.
 RANK_VARIABLES = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 
 
@@ -158,14 +119,8 @@ def rank() -> str | None:
 
 
 def expand_template(path: str, started_utc: str) -> str:
-    """*path* with ``{host}`` (the host name), ``{rank}`` (:func:`rank`) and ``{time}`` (*started_utc* as
-    ``20260102T030405Z``) replaced; ``{{`` and ``}}`` are literal braces.
-
-    Raises
-    ------
-    ValueError
-        An unknown or malformed placeholder, or ``{rank}`` outside a parallel launcher.
-    """
+    """*path* with ``{host}``, ``{rank}`` (:func:`rank`) and ``{time}`` (*started_utc* as ``20260102T030405Z``)
+    replaced, ``{{``/``}}`` literal; ``ValueError`` for another placeholder, or ``{rank}`` outside a launcher."""
     try:
         fields = [name for _, name, spec, conv in string.Formatter().parse(path) if name is not None]
     except ValueError as exc:

@@ -1,6 +1,4 @@
-"""Reading the reports ``compare`` is given: folders and glob patterns expanded, each file read as strict
-UTF-8 JSON (no NaN or Infinity) and checked against the smoke schema, every problem one line naming the file;
-and :func:`clean`, which neutralises the control characters of report strings before they reach a terminal."""
+"""Reading the reports ``compare`` is given (strict JSON, checked against the smoke schema), and :func:`clean`."""
 
 from __future__ import annotations
 
@@ -25,14 +23,8 @@ def clean(text: Any, limit: int = 0) -> str:
 
 
 def expand_paths(items: Sequence[str]) -> list[str]:
-    """The report files named by *items*: files as given, folders as their ``*.json`` (sorted), and glob
-    patterns (``*``, ``?``, ``[``) that name no file as their matches (sorted).
-
-    Raises
-    ------
-    ValueError
-        A folder without ``*.json`` files, or a pattern that matches nothing.
-    """
+    """The report files named by *items*: files as given, folders as their ``*.json`` and glob patterns that name
+    no file as their matches (sorted); ``ValueError`` for a folder without reports or a pattern matching nothing."""
     out: list[str] = []
     for item in items:
         if os.path.isdir(item):
@@ -66,16 +58,8 @@ def _smoke_schema() -> dict[str, Any]:
 
 
 def load_report(path: str) -> dict[str, Any]:
-    """Read one smoke report and check it against the smoke schema.
-
-    Raises
-    ------
-    ValueError
-        If the file is not strict UTF-8 JSON (NaN included), nests too deeply, or is not a smoke report
-        (one line naming the file).
-    OSError
-        If it cannot be read.
-    """
+    """Read one smoke report and check it against the smoke schema: a one-line ``ValueError`` naming the file if it
+    is not strict UTF-8 JSON (no NaN), nests too deeply or is no smoke report, ``OSError`` if it cannot be read."""
     name = clean(path)
     try:
         with open(path, encoding="utf-8") as fh:

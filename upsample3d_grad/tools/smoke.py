@@ -1,22 +1,6 @@
-"""The smoke matrix: the operator against the numpy reference, plus the bad-input table.
-
-Used by ``upsample3d-grad smoke`` and by ``tests/npu``.  Nothing here is specific to
-the simulator: the same cases run on real CANN.
-
-The cases, their inputs and tolerances are in :mod:`upsample3d_grad.tools.smoke_cases`.
-
-The adjoint family (:mod:`upsample3d_grad.tools.adjoint_cases`) runs the forward and the backward on the
-device and checks them against each other (every dtype and layout; with and without scales; tie
-and non-tie shapes), with the residual the two index laws predict.
-
-The bad-input table is :data:`upsample3d_grad.checks.BAD_CASES` (those CANN itself
-checks), run through the faithful two-phase API with the host checks bypassed: each
-case's tensors are aclTensors with its dtype, format and shape over a small device
-buffer, and phase 1 must return the case's status code.
-
-The cases and their tolerances are :mod:`upsample3d_grad.tools.smoke_cases`; the report and the
-machine's facts, :mod:`upsample3d_grad.tools.smoke_report`.  Their names are importable from here too.
-"""
+"""The smoke matrix, on the simulator as on real CANN (``upsample3d-grad smoke``, ``tests/npu``): the compute cases
+against the numpy reference, the bad-input table, the adjoint family (docs/operators.md, "smoke"); the names of
+:mod:`.smoke_cases` and :mod:`.smoke_report` are importable from here too."""
 
 from __future__ import annotations
 
@@ -89,11 +73,8 @@ def _base_entry(device: int, kind: str, name: str) -> dict[str, Any]:
 
 
 def run_compute_case(session: Session, case: SmokeCase) -> dict[str, Any]:
-    """Run one compute case on *session* and compare it with the reference.
-
-    ``time_ms`` is the wall time of :meth:`Session.backward` (upload, both phases, the
-    kernel and the download); ``bench`` measures device time alone.
-    """
+    """Run one compute case on *session* and compare it with the reference (``time_ms``: the wall time of
+    :meth:`Session.backward`, uploads and downloads included)."""
     entry = _base_entry(session.device.id, "compute", case.name)
     entry.update(dtype=case.dtype, layout=case.layout, contiguous=not case.strided, ratio=case.ratio,
                  mode=case.mode, shape=list(case.grad_out_shape), result_shape=list(case.grad_in_shape),
@@ -158,11 +139,8 @@ def _buffer_bytes(spec: checks.TensorSpec | None) -> int:
 
 
 def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[str, Any]:
-    """Run a bad-input case through the faithful phase 1 (no host checks); expect its code.
-
-    On Ascend950 CANN skips the INT32_MAX dim check (cann-abi.md §5.1 step 5), so that
-    case is reported as skipped there.
-    """
+    """Run a bad-input case through the faithful phase 1 (no host checks) and expect its code (the INT32_MAX dim
+    case is skipped on Ascend950, where CANN does not check it: cann-abi.md §5.1 step 5)."""
     entry = _base_entry(session.device.id, "bad_input", f"bad: {case.label}")
     go = case.grad_out
     fmt = enum_name(Format, go.format) if go else ""
@@ -241,17 +219,10 @@ def repeat_identical(session: Session, case: SmokeCase) -> bool | None:
     return bool(a.tobytes() == b.tobytes())
 
 
-
-
 def run_device(device_id: int, quick: bool, env: dict[str, Any],
                progress: Callable[[int, int, dict[str, Any]], None] | None = None,
                plans: bool = True) -> tuple[dict, list]:
-    """Run the whole matrix on one device (``plans``: :class:`Session`'s executor reuse on or off).
-
-    Returns
-    -------
-    (device_entry, case_results)
-    """
+    """Run the whole matrix on one device (*plans*: the Session's executor reuse); ``(device entry, results)``."""
     cases = build_matrix(quick)
     bad = bad_cases()
     adjoint = adjoint_matrix(quick)

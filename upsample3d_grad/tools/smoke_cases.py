@@ -1,25 +1,5 @@
-"""The smoke matrix's cases: the compute matrix, the bad-input table, their inputs and tolerances.
-
-The compute matrix (:func:`build_matrix`) crosses
-
-* dtypes: float32, float16, bfloat16;
-* layouts: NCDHW, NDHWC (physical dims, cann-abi.md §5.6);
-* geometries: sizes only versus all three scales given; integer, non-integer,
-  downsampling and identity ratios, an exact tie (cann-abi.md §6.3), the largest
-  ratio CANN accepts (50), and an empty tensor (N = 0);
-* contiguous versus strided gradOut (a sliced view with an offset, or a permuted one).
-
-Each case is compared with :func:`upsample3d_grad.reference.upsample_nearest_exact3d_backward`
-(the CANN window law in float32) at these tolerances, per element:
-
-* float32: ``|got - ref| <= 1e-5 * |ref| + 1e-5 * window``, where ``window`` is the
-  largest number of gradOut elements summed into one gradInput element (the
-  summation order on the NPU differs from numpy's, cann-abi.md §6.4);
-* float16 / bfloat16: the reference sums in float32 and rounds once, as CANN does;
-  the result may differ from it by one rounding of the dtype:
-  ``|got - ref| <= eps(dtype) * |ref| + 1e-5 * window`` (eps = 2**-10 for float16,
-  2**-7 for bfloat16).
-"""
+"""The smoke matrix's cases: the compute matrix, the bad-input table, their inputs and tolerances (docs/api.md,
+"The command line"; docs/operators.md, "smoke")."""
 
 from __future__ import annotations
 
@@ -39,16 +19,11 @@ RTOL32 = 1e-5
 ATOL_PER_ELEMENT = 1e-5
 #: One rounding of each low-precision dtype (machine epsilon).
 EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
-#: The official sample's expected result (cann-abi.md §5.6).
 
 @dataclass(frozen=True)
 class SmokeCase:
-    """One compute case of the smoke matrix.
-
-    ``input_size`` is ``(N, C, iD, iH, iW)`` and ``output_size`` ``(oD, oH, oW)`` whatever
-    the layout; ``scales`` is None (sizes only) or the three forward scales;
-    ``strided`` is ``""`` (contiguous), ``"sliced"`` or ``"permuted"``.
-    """
+    """One compute case: ``input_size`` ``(N, C, iD, iH, iW)`` in every layout, ``scales`` None (sizes only) or all
+    three, ``strided`` ``""`` (contiguous), ``"sliced"`` or ``"permuted"``."""
 
     name: str
     dtype: str
@@ -112,14 +87,8 @@ def _case(label: str, dtype: str, layout: str, n: int, c: int, i: tuple[int, int
 
 
 def build_matrix(quick: bool = False) -> list[SmokeCase]:
-    """The compute cases, in a stable order with unique names.
-
-    Parameters
-    ----------
-    quick:
-        A small matrix (every dtype and layout, three geometries, one strided case of
-        each kind) instead of the full cross product.
-    """
+    """The compute cases, in a stable order with unique names (*quick*: every dtype and layout, three geometries
+    and one strided case of each kind, instead of the full cross product)."""
     cases: list[SmokeCase] = [SmokeCase("official-sample-fp32-NCDHW-contig", "float32", "NCDHW", (2, 2, 1, 1, 1),
                                         (2, 2, 2), None, "", "integer")]
     geometries = [g for g in _GEOMETRIES if not quick or g[0] in _QUICK_GEOMETRIES]
@@ -151,12 +120,8 @@ def bad_cases() -> list[checks.BadCase]:
 # --------------------------------------------------------------------------- inputs and tolerances
 
 def make_grad_output(case: SmokeCase) -> np.ndarray:
-    """The case's gradOut: seeded random values in the case's dtype, layout and striding.
-
-    A ``"sliced"`` array is a view with a step of 2 in its last dim and an offset of one
-    leading slab; a ``"permuted"`` one is a transposed view of a buffer stored in another
-    dim order.  Both keep positive strides (the Session uploads them as they are).
-    """
+    """The case's gradOut, seeded random values: ``"sliced"``, a view with step 2 in its last dim and an offset of
+    one leading slab; ``"permuted"``, a transposed view of a buffer stored in another dim order."""
     rng = np.random.default_rng(zlib.crc32(case.name.encode()))
     shape = case.grad_out_shape
     dt = case.np_dtype
@@ -196,11 +161,8 @@ def tolerance_text(dtype: str) -> str:
 
 
 def compare(got: np.ndarray, ref: np.ndarray, dtype: str, window: int) -> tuple[float, float, bool]:
-    """``(max_abs_err, max_rel_err, within_tolerance)`` of *got* against *ref* (see the module docstring).
-
-    *window* is :func:`window_size`; ``max_rel_err`` is over elements with ``|ref| >= 1e-3``.
-    NaN must appear at the same places in both.
-    """
+    """``(max_abs_err, max_rel_err, within_tolerance)`` of *got* against *ref* for *window* (:func:`window_size`);
+    ``max_rel_err`` is over ``|ref| >= 1e-3``, and NaN must be at the same places in both."""
     g = got.astype(np.float64)
     r = ref.astype(np.float64)
     if g.size == 0:

@@ -1,5 +1,4 @@
-"""The smoke report: the machine's facts (backend, libraries, CANN version, SoC, devices) and the report
-itself (``smoke_schema.json``), empty, per device, summarised and merged."""
+"""The smoke report (``smoke_schema.json``) and the machine's facts in it: empty, per device, summarised, merged."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ DETERMINISM_CANN = "deterministic by default per CANN docs (cann-abi.md §5.5)"
 REFERENCE_TEXT = "upsample3d_grad.reference, convention 'cann' (float32 window law, cann-abi.md §6.5)"
 DETERMINISM_SIM = "deterministic (the simulator's kernel sums in a fixed order)"
 
-#: The Atlas A2 names (cann-abi.md §10: nnopbase's SoC table; a bare "Ascend910B" is a legacy 910)
+#: The Atlas A2 names (cann-abi.md §10.6: nnopbase's SoC table; a bare "Ascend910B" is a legacy 910)
 _A2 = ("Ascend910B1", "Ascend910B2", "Ascend910B2C", "Ascend910B3", "Ascend910B4", "Ascend910B4-1")
 #: The legacy Ascend910 training series, which uses the ascend910/ kernels (no kernel for this operator)
 _LEGACY_910 = ("Ascend910", "Ascend910A", "Ascend910B", "Ascend910ProA", "Ascend910ProB", "Ascend910PremiumA")
@@ -32,13 +31,7 @@ _SOC_SUPPORT: tuple[tuple[str, bool, str], ...] = (
 
 
 def soc_support(soc: str, is_simulator: bool = False) -> tuple[bool | None, str]:
-    """Whether the operator supports this SoC (cann-abi.md §5: Atlas A2/A3 and Ascend950 only).
-
-    Returns
-    -------
-    (supported, note):
-        ``supported`` is True, False, or None when the name is not recognised.
-    """
+    """``(supported, note)`` for this SoC (cann-abi.md §5, §10.6: Atlas A2/A3 and Ascend950 only; None: unknown)."""
     if is_simulator:
         return True, "supported (simulated): the CPU simulator follows the Atlas A2/A3 kernel law"
     name = soc.strip()
@@ -54,19 +47,13 @@ def soc_support(soc: str, is_simulator: bool = False) -> tuple[bool | None, str]
 
 
 def environment() -> dict[str, Any]:
-    """What the report says about the machine: backend, libraries, CANN version, SoC, devices.
-
-    Loads the backend and the operator library (opens no device).  Raises
-    :class:`acl_bindings.LibraryNotFoundError` when no library can be loaded.
-    """
+    """The report's facts about the machine (loads the backend and the operator library, opens no device;
+    :class:`acl_bindings.LibraryNotFoundError` when no library loads)."""
     return environment_and_devices(memory=False)[0]
 
 
 def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """:func:`environment`, and with *memory* each device's memory (``id``, ``free_bytes``, ``total_bytes``).
-
-    Reading the memory sets every device once (``aclrtSetDevice`` / ``aclrtResetDevice``).
-    """
+    """:func:`environment`, and with *memory* each device's memory (which sets and resets every device once)."""
     backend = load_backend()
     op_found = OP.available()  # loads the operator library, so it is listed below
     info: dict[str, Any] = {}
