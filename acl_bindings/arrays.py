@@ -1,10 +1,5 @@
-"""Device arrays: device memory (a buffer, or a block of a session's caching allocator) with the shape, dtype,
-layout, strides and offset of the view in it, and the aclTensor that describes it to the library.
-
-A :class:`DeviceArray` belongs to the :class:`acl_bindings.session.Session` that made it; an operator package
-subclasses it for its layouts.  The host-side rules of uploads and downloads (positive element strides, the
-view within its buffer, a writable ``out`` whose elements do not share memory) are defined here.
-"""
+"""Device arrays (a session's device memory, the view in it and its aclTensor), and the host-side rules of uploads
+and downloads: positive element strides, the view within its buffer, a writable ``out`` of disjoint elements."""
 
 from __future__ import annotations
 
@@ -27,8 +22,7 @@ _A = TypeVar("_A", bound="DeviceArray")
 
 
 def positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
-    """*array*'s strides in elements; 161002 naming *param* (for *func*) when one is negative or not a multiple
-    of the item size."""
+    """*array*'s strides in elements; 161002 naming *param* when one is negative or not a multiple of the item size."""
     if any(s < 0 for s in array.strides):
         raise AclnnParamError(161002, func,
                               f"{param}: negative strides {array.strides} are not supported; "
@@ -41,21 +35,10 @@ def positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...
 
 
 class DeviceArray:
-    """An array in device memory: a :class:`~acl_bindings.DeviceBuffer` (or a block of the session's
-    caching allocator, :class:`~acl_bindings.allocator.PooledBuffer`) plus its aclTensor.
-
-    *layout* names an ``aclFormat`` (:meth:`layout_format`; an operator package may narrow it).
-
-    Attributes
-    ----------
-    shape, dtype, layout:
-        Physical shape (in the layout's order), numpy dtype, layout name.
-    strides, offset:
-        Element strides and element offset of the view inside :attr:`buffer`.
-    tensor:
-        The :class:`~acl_bindings.Tensor` (aclTensor) describing it, made when first read (the
-        session's plans describe the memory themselves).
-    """
+    """An array in device memory of the *session* that made it: a :class:`~acl_bindings.DeviceBuffer` or a
+    :class:`~acl_bindings.allocator.PooledBuffer`, with *shape* (physical, in the layout's order), *dtype*,
+    *layout* (an ``aclFormat`` name, :meth:`layout_format`), element *strides* and *offset* in the buffer, and
+    :attr:`tensor` (made when first read; the session's calls describe the memory themselves)."""
 
     def __init__(self, session: Any, buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,
                  layout: str, strides: tuple[int, ...], offset: int) -> None:
@@ -93,21 +76,18 @@ class DeviceArray:
 
     @staticmethod
     def layout_format(layout: str) -> Format:
-        """The ``aclFormat`` a layout name stands for (``Format[layout]``); ValueError for another name."""
+        """The ``aclFormat`` of a layout name (``Format[layout]``; a subclass may narrow it); ValueError otherwise."""
         try:
             return Format[layout]
         except (KeyError, TypeError):
             raise ValueError(f"layout: expected an aclFormat name, got {layout!r}") from None
 
     def download(self, out: Optional[np.ndarray] = None) -> np.ndarray:
-        """Synchronise the session's stream and copy to host: a new C-contiguous array, or into *out*
-        (same shape and dtype, any strides whose elements do not overlap; written and returned).
-
-        Holds the session's lock: a download racing ``Session.close()`` (or this array's
-        ``close()``) either completes first or raises :class:`~acl_bindings.ClosedError`.
-        """
+        """Synchronise the session's stream and copy to host: a new C-contiguous array, or into *out* (same shape
+        and dtype, any strides of disjoint elements; returned).  Racing a ``close()``, it completes first or
+        raises :class:`~acl_bindings.ClosedError`."""
         with self.session._lock:
-            result = self._download(out)  # (stored, not returned from inside the with: README, Tests)
+            result = self._download(out)  # (returned after the with: docs/design.md, Ctrl-C)
         return result
 
     def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
@@ -132,12 +112,8 @@ class DeviceArray:
         return np.array(view)
 
     def close(self) -> None:
-        """Release the aclTensor, then the device memory (after the stream finished with it).
-
-        Every step is attempted even when one fails (the first error is raised); a release
-        the library refused stays owned, and another ``close()`` retries it.  Holds the
-        session's lock, so that it never frees memory under a call running on another thread.
-        """
+        """Release the aclTensor, then the device memory (after the stream finished with it), under the session's
+        lock.  Every step is attempted (the first error is raised); a refused release is retried by close()."""
         with self.session._lock:
             tensor = self._tensor
             if self.buffer.closed and (tensor is None or tensor.closed):

@@ -1,25 +1,5 @@
-"""The call engine: one :class:`Call` per call shape of a declared operator, and the bounded :class:`CallCache`.
-
-An operator is declared once, by name and argument schema (:class:`acl_bindings.TwoPhaseOp`).  A call's
-*values* follow the schema, one per argument: for a tensor, a :class:`~acl_bindings.meta.TensorArg` or
-an object whose ``arg`` is one (a session's device array); for an int array, a tuple of ints; for a
-double, a float.
-
-A :class:`Call` makes the call shape's aclTensors and aclIntArrays once and runs phase 1 once.  Where
-the library grants a repeatable executor (``aclSetAclOpExecutorRepeatable``), a run only points the
-executor at the new addresses (``aclSetInputTensorAddr`` / ``aclSetOutputTensorAddr``) and queues
-phase 2: a *plan*.  Where it refuses (or ``plan=False``), a run is phase 1 on the kept descriptors and
-phase 2 (*one-shot*), and the plan is asked for again every :attr:`Call.retry_after` runs.
-
-nnopbase's op cache (cann-abi.md §8.6) answers phase 1 of a shape that already ran one-shot with a cache
-wrapper, which ``aclSetAclOpExecutorRepeatable`` refuses.  It keys on each tensor's storage shape (OPB
-``common/utils/op_cache.cpp``), so a plan's tensors declare their storage with a leading 1
-(:func:`plan_storage`), under a key of their own; a refused plan's executor is destroyed unrun, so
-its description never enters the op cache.
-
-:func:`run_once` is a call nothing keeps: both phases on memory the caller owns (the torch_npu path).
-Every phase 2 is queued by :meth:`acl_bindings.TwoPhaseOp.launch`.
-"""
+"""The call engine: one :class:`Call` per call shape of a declared operator, the bounded :class:`CallCache`, and
+:func:`run_once` (both phases on memory the caller owns).  Plans, one-shot runs, the op cache: docs/design.md."""
 
 from __future__ import annotations
 
@@ -54,13 +34,12 @@ def plan_key(op: TwoPhaseOp, values: Sequence[Any]) -> PlanKey:
 
 
 def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
-    """A plan's storage description: the same elements as *storage_dims*, with a leading 1 (see the module doc)."""
+    """A plan's storage description: *storage_dims* with a leading 1 (its own op-cache key: docs/design.md)."""
     return (1, *storage_dims)
 
 
 def borrowed_tensor(desc: TensorArg, plan: bool = True) -> Tensor:
-    """An aclTensor over *desc*'s memory, which it does not own, in a plan's own storage description when
-    *plan* (see the module doc), else *desc*'s."""
+    """An aclTensor over *desc*'s memory (not owned), in a plan's storage description when *plan*, else *desc*'s."""
     storage = plan_storage(desc.storage_dims) if plan else tuple(desc.storage_dims)
     return Tensor(desc.shape, desc.dtype, strides=desc.strides, offset=desc.offset, format=Format(desc.format),
                   storage_dims=storage, address=desc.address)
@@ -74,15 +53,14 @@ def check_values(op: TwoPhaseOp, values: Sequence[Any]) -> None:
 
 
 def _owned(obj: Any, lock: Any) -> Any:
-    """*obj*, used under its owner's *lock* from now on (None: the process lock; see acl_bindings._resource)."""
+    """*obj*, used under its owner's *lock* from now on (None: the process lock)."""
     if lock is not None:
         obj._lock = lock
     return obj
 
 
 class _Descriptors:
-    """The aclTensors and aclIntArrays of one call shape (a plan's storage description when *plan*), and
-    phase 1's arguments in schema order.  A failure while making them closes what was made."""
+    """One call shape's aclTensors and aclIntArrays, and phase 1's arguments; a failure closes what was made."""
 
     def __init__(self, op: TwoPhaseOp, values: Sequence[Any], plan: bool, lock: Any = None) -> None:
         self.objects: list[Any] = []  # tensors and int arrays, in schema order
@@ -105,36 +83,25 @@ class _Descriptors:
             raise
 
     def replace(self, pos: int, tensor: Tensor) -> Tensor:
-        """Use *tensor* at schema position *pos* from now on; returns the replaced one (the caller closes it)."""
+        """Use *tensor* at schema position *pos*; returns the replaced one (the caller closes it)."""
         old = self.args[pos]
         self.args[pos], self.objects[self.objects.index(old)] = tensor, _owned(tensor, self.lock)
         self.raw[pos] = tensor._as_parameter_
         return old
 
     def close(self) -> None:
-        """Close every descriptor (each attempted; a refused one stays owned: closing again retries it)."""
+        """Close every descriptor (a refused one stays owned: closing again retries it)."""
         run_all([obj.close for obj in reversed(self.objects)])
 
 
 class Call:
-    """One call shape of *op*, made from *values* (see the module doc); the caller holds its owner's lock,
-    with the device current, for every method.
+    """One call shape of *op*, made from *values* (in schema order); the caller holds its owner's lock, with the
+    device current, for every method.
 
-    Attributes
-    ----------
-    plan:
-        Whether runs use a repeatable executor (else one-shot).
-    fallback:
-        The library's refusal when a plan was asked for and refused, else None.
-    workspace_size:
-        Bytes of workspace phase 1 asked for (the latest phase 1's).
-    calls:
-        Completed runs.
-    checked:
-        Set by an operator package whose host checks passed for this call shape (a repeat may skip them).
-    retry_after:
-        One-shot runs after a refused plan before it is asked for again (class attribute, 64).
-    """
+    Attributes: ``plan`` (a repeatable executor, else one-shot), ``fallback`` (a refused plan's error, else None),
+    ``workspace_size`` (the latest phase 1's), ``calls`` (completed runs), ``checked`` (set by an operator package
+    whose host checks passed: a repeat may skip them), ``retry_after`` (one-shot runs before a refused plan is
+    asked for again, 64)."""
 
     retry_after = 64
 
@@ -159,10 +126,8 @@ class Call:
         if not self.plan:
             self._make_oneshot(probe)
 
-    # ------------------------------------------------------------------ making
     def _make_plan(self) -> None:
-        """Descriptors in a plan's storage, phase 1 and a repeatable executor.  A refusal is kept in
-        :attr:`fallback`, its executor destroyed unrun, and the call stays (or becomes) one-shot."""
+        """Plan descriptors, phase 1, a repeatable executor; a refusal sets fallback (executor destroyed unrun)."""
         made = _Descriptors(self.op, self._values, True, self._lock)
         executor: Optional[Executor] = None
         refusal: Optional[AclError] = None
@@ -190,8 +155,7 @@ class Call:
         self._release_stale()
 
     def _make_oneshot(self, probe: bool) -> None:
-        """Descriptors in the values' own storage; with *probe*, phase 1 on them once (its errors surface now,
-        and :attr:`workspace_size` is known), its executor destroyed unrun (cann-abi.md §1.3)."""
+        """Descriptors in the values' own storage; with *probe*, phase 1 once, its executor destroyed unrun."""
         made = _Descriptors(self.op, self._values, False, self._lock)
         slot = _owned(Executor(keep=(made,), slot=True), self._lock)
         if probe:
@@ -204,7 +168,7 @@ class Call:
         self._descriptors, self._executor = made, slot
 
     def _release_stale(self) -> None:
-        """Close what was replaced (a refused release stays in ``_stale``, for :meth:`close`)."""
+        """Close what was replaced (a refused release stays, for :meth:`close`)."""
         for obj in list(self._stale):
             try:
                 obj.close()
@@ -212,10 +176,8 @@ class Call:
                 continue
             self._stale.remove(obj)
 
-    # ------------------------------------------------------------------ running
     def run(self, values: Sequence[Any], workspace: Workspace, stream: Any, clock: Any = None) -> int:
-        """Queue one run on *values* (this call's shape, any addresses) on the open :class:`~acl_bindings.Stream`
-        *stream*, whose device is current.  Returns the workspace size."""
+        """Queue one run on *values* (this shape, any addresses) on the open *stream*; returns the workspace size."""
         descriptors = self._descriptors
         assert descriptors is not None, "closed"
         for pos in self._positions:
@@ -245,8 +207,7 @@ class Call:
         return size
 
     def _point(self, pos: int, new: TensorArg, tensor: Tensor) -> None:
-        """Make the tensor at schema position *pos* describe *new*'s address: a plan points its executor there
-        (phase 2 reads only the address: cann-abi.md §8.1); a one-shot call makes a new aclTensor."""
+        """Point the tensor at *pos* at *new*'s address (a plan's executor; a one-shot call makes a new aclTensor)."""
         descriptors = self._descriptors
         assert descriptors is not None
         if self.plan:
@@ -272,15 +233,14 @@ class Call:
             self.fallback = str(exc)
             self._retry_left = self.retry_after
 
-    # ------------------------------------------------------------------ closing
     @property
     def closed(self) -> bool:
         """True once :meth:`close` released everything."""
         return self._descriptors is None and self._executor is None and not self._stale
 
     def close(self) -> None:
-        """Destroy the executor, then the descriptors, each attempted; what the library refused stays owned and
-        the next close() retries it; the first error is raised."""
+        """Destroy the executor, then the descriptors; a refused release stays owned for the next close() to retry.
+        Raises the first error."""
         self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None]
         self._executor = self._descriptors = None
         first: Optional[Exception] = None
@@ -298,8 +258,7 @@ class Call:
 class CallCache:
     """At most *capacity* :class:`Call` objects by :class:`PlanKey`, least recently used evicted first.
 
-    Attributes: ``capacity``, ``hits``, ``misses``, ``last_refusal`` (the latest refused plan's error text).
-    """
+    Attributes: ``capacity``, ``hits``, ``misses``, ``last_refusal`` (the latest refused plan's error text)."""
 
     def __init__(self, capacity: int = 32) -> None:
         self.capacity = capacity
@@ -347,13 +306,10 @@ class CallCache:
 def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], Optional[int]], stream: Any,
              clock: Any = None) -> int:
     """Both phases of *op* once, on memory the caller owns: phase 1, *workspace(size)* (an address of at least
-    *size* bytes, or None), phase 2 on *stream*.  Returns the workspace size.
+    *size* bytes, or None), phase 2 on *stream*; nothing is synchronised.  Returns the workspace size.
 
-    *stream* is an :class:`~acl_bindings.Stream`, a raw ``aclrtStream`` (an int is its address), or a
-    function returning one, called right before phase 2.  The descriptors are destroyed after phase 2 is
-    queued (phase 1 copied what it needs, cann-abi.md §1.3); an executor phase 2 never ran is destroyed.
-    Nothing is synchronised.
-    """
+    *stream* is an :class:`~acl_bindings.Stream`, a raw ``aclrtStream`` (an int is its address), or a function
+    returning one, called right before phase 2."""
     check_values(op, values)
     made = _Descriptors(op, values, False)
     try:

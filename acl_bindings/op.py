@@ -1,28 +1,7 @@
-"""Generic two-phase aclnn operator calls.
-
-An aclnn operator ``X`` exports ``aclnnXGetWorkspaceSize(<args>, uint64_t *workspaceSize,
-aclOpExecutor **executor)`` and ``aclnnX(void *workspace, uint64_t workspaceSize,
-aclOpExecutor *executor, aclrtStream stream)``.  :class:`TwoPhaseOp` declares both
-from the operator's name and its **argument schema**: phase 1's arguments in order, each
-an input tensor, an output tensor, an int array or a double (:func:`input_tensor`,
-:func:`output_tensor`, :func:`int_array`, :func:`double`).  The schema gives the C
-argtypes, and tells :mod:`acl_bindings.engine` (which runs any declared operator, as a
-repeatable plan or one-shot) which tensor is input or output *k* of the executor::
-
-    OP = TwoPhaseOp("UpsampleNearestExact3d", (
-        input_tensor("self"), int_array("outputSize"),
-        double("scalesD"), double("scalesH"), double("scalesW"), output_tensor("out")))
-
-* Executors are single-use by default: phase 2 consumes them (cann-abi.md §1.3).
-* :meth:`Executor.make_repeatable` (aclSetAclOpExecutorRepeatable) allows many
-  phase-2 runs, with addresses updated by aclSetInputTensorAddr /
-  aclSetOutputTensorAddr; the executor is then freed by aclDestroyAclOpExecutor.
-* :class:`Workspace` belongs to a stream's owner: it only grows, and an outgrown
-  buffer is freed only after the stream was synchronised.
-
-Wraps: aclnn<op>GetWorkspaceSize, aclnn<op>, aclSetAclOpExecutorRepeatable,
-aclDestroyAclOpExecutor, aclSetInputTensorAddr, aclSetOutputTensorAddr.
-"""
+"""Generic two-phase aclnn operators: :class:`TwoPhaseOp` declares ``aclnnXGetWorkspaceSize(<schema args>,
+uint64_t *workspaceSize, aclOpExecutor **executor)`` and ``aclnnX(void *workspace, uint64_t workspaceSize,
+aclOpExecutor *executor, aclrtStream stream)`` from the name ``X`` and an argument schema; its :class:`Executor`
+and :class:`Workspace`.  How an operator is declared and run: docs/design.md."""
 
 from __future__ import annotations
 
@@ -107,8 +86,7 @@ class Executor(Resource):
                  slot: bool = False) -> None:
         self.workspace_size = int(workspace_size)
         self.repeatable = False
-        #: A one-shot call's executor object, reused for each run's phase 1 (phase 2 empties it, and it stays open
-        #: for the next one; ``close()`` ends it)
+        #: A one-shot call's executor object, reused by each phase 1 (phase 2 empties it; ``close()`` ends it)
         self.slot = slot
         self.runs = 0
         self._keep = keep  # tensors and arrays the executor refers to stay alive with it
@@ -170,15 +148,11 @@ WORKSPACE_STEP = 2 << 20
 
 
 class Workspace:
-    """A grow-only device workspace, ordered with one stream.
+    """A grow-only device workspace, ordered with one stream; above 1 MiB a multiple of :data:`WORKSPACE_STEP`.
 
-    :meth:`reserve` returns an address of at least *n* bytes (None for 0); above 1 MiB the buffer is a
-    multiple of :data:`WORKSPACE_STEP`, so that nearby sizes share it.  With an *allocator* (a
-    session's :class:`~acl_bindings.allocator.CachingAllocator`, and the *clock* of the stream), the
-    buffer comes from it: an outgrown one goes back to its cache stream-ordered, and an out-of-memory
-    frees the cache's idle blocks and retries.  Without one, it is a :class:`DeviceBuffer` of its own,
-    and the stream is synchronised before an outgrown one is freed.
-    """
+    With an *allocator* (a session's :class:`~acl_bindings.allocator.CachingAllocator`, and the stream's *clock*)
+    an outgrown buffer goes back to its cache stream-ordered, and out of memory frees its idle blocks and retries.
+    Without one, the buffer is a :class:`DeviceBuffer`, freed when outgrown after the stream was synchronised."""
 
     def __init__(self, device: Device, stream: Stream, *, allocator: Any = None, clock: Any = None) -> None:
         self.device = device
@@ -215,24 +189,11 @@ class Workspace:
 
 
 class TwoPhaseOp:
-    """An aclnn two-phase operator, declared by name and argument schema.
+    """An aclnn two-phase operator: *name* without ``aclnn`` (``"UpsampleNearestExact3dBackward"``), *schema*
+    phase 1's arguments in C order (:class:`Arg`) without the trailing ``workspaceSize`` and ``executor``.
 
-    Parameters
-    ----------
-    name:
-        The operator name without the ``aclnn`` prefix, e.g. ``"UpsampleNearestExact3dBackward"``.
-    schema:
-        Phase 1's arguments in C order (:class:`Arg`), without the trailing ``workspaceSize``
-        and ``executor``.
-
-    Attributes
-    ----------
-    schema:
-        The arguments.
-    inputs, outputs:
-        Positions in :attr:`schema` of the input and output tensors; the *k*-th of each is the
-        executor's input or output *k* (aclSetInputTensorAddr / aclSetOutputTensorAddr).
-    """
+    ``inputs``, ``outputs``: the schema positions of the input and output tensors; the *k*-th of each is the
+    executor's input or output *k* (aclSetInputTensorAddr / aclSetOutputTensorAddr)."""
 
     def __init__(self, name: str, schema: Sequence[Arg]) -> None:
         self.name = name
@@ -254,8 +215,7 @@ class TwoPhaseOp:
         return lib.has(self.phase1_name) and lib.has(self.phase2_name)
 
     def get_workspace_size(self, *args: Any, keep: tuple[Any, ...] = ()) -> tuple[int, Executor]:
-        """Phase 1: returns ``(workspace_size, executor)``; the executor keeps *keep* alive.  Raises on a non-zero
-        status."""
+        """Phase 1: ``(workspace_size, executor)``, the executor keeping *keep* alive; AclError on a non-zero status."""
         size = c_uint64()
         executor = Executor(None, 0, keep)  # its cell is owned before phase 1 writes the handle into it
         try:
@@ -268,8 +228,8 @@ class TwoPhaseOp:
         return self._result(int(size.value), executor)
 
     def refill(self, slot: Executor, args: Sequence[Any]) -> tuple[int, Executor]:
-        """Phase 1 into a one-shot call's *slot* (:attr:`Executor.slot`) on *args*, the C values of its
-        descriptors, which the caller owns and whose lock it holds.  As :meth:`get_workspace_size`."""
+        """Phase 1 into a one-shot call's *slot* on *args*, the C values of descriptors the caller owns (holding
+        their lock).  As :meth:`get_workspace_size`."""
         slot._drop()  # (one that an interrupt left unrun)
         size = c_uint64()
         rc = self._phase1(*args, size, slot._cell)  # (the cell itself: written in place)
@@ -291,8 +251,8 @@ class TwoPhaseOp:
 
     def execute(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Stream | Any, *,
                 clock: Any = None) -> None:
-        """Phase 2 on *stream*, from any thread: a :class:`~acl_bindings.Stream`'s device is made current for
-        it (a raw stream is passed as it is: the library answers).  See :meth:`launch`."""
+        """Phase 2 on *stream*, from any thread: a :class:`~acl_bindings.Stream`'s device is made current for it (a
+        raw stream is passed as it is).  See :meth:`launch`."""
         if isinstance(stream, Stream):
             with lock_of((executor, stream)), stream.device.active():
                 stream._check_open()
@@ -303,9 +263,8 @@ class TwoPhaseOp:
 
     def launch(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Any,
                clock: Any = None) -> None:
-        """The one phase-2 call of the package: the caller holds the executor's lock, with the device of the raw
-        *stream* current.  A single-use executor is consumed, whether or not it succeeds.  *clock*, the
-        stream's :class:`~acl_bindings.allocator.StreamClock` where it has one, counts the work."""
+        """The package's one phase-2 call; the caller holds the executor's lock, with the raw *stream*'s device
+        current.  A single-use executor is consumed, success or not.  *clock* (a StreamClock) counts the work."""
         if isinstance(executor, _NullExecutor):
             return
         executor._check_open()  # (under its lock: a close() on another thread went first)
@@ -326,12 +285,12 @@ class TwoPhaseOp:
 
     @functools.cached_property
     def _phase1(self) -> Any:
-        """Phase 1's unchecked C function (bound on first use, on the loaded backend)."""
+        """Phase 1's unchecked C function (bound on first use)."""
         return lib.unchecked(self.phase1_name)
 
     @functools.cached_property
     def _phase2(self) -> Any:
-        """Phase 2's unchecked C function (bound on first use, on the loaded backend)."""
+        """Phase 2's unchecked C function (bound on first use)."""
         return lib.unchecked(self.phase2_name)
 
     def __repr__(self) -> str:

@@ -1,5 +1,4 @@
-"""A prepared call: one call shape of a declared operator on a session's device arrays, made once and owned by the
-caller (:meth:`acl_bindings.session.Session.prepare_call`)."""
+"""A prepared call: one call shape of a declared operator on a session's device arrays, owned by the caller."""
 
 from __future__ import annotations
 
@@ -14,15 +13,11 @@ __all__ = ["PreparedCall"]
 
 
 class PreparedCall:
-    """One call shape of *op* on a session's device arrays, made once (a :class:`~acl_bindings.engine.Call` that
-    the caller owns, kept out of the session's cache).  Build it with :meth:`Session.prepare_call`.
-
-    Each call runs under the session's lock with its device current, and synchronises the stream after it
-    unless *sync* is False.  A context manager; the session's ``close()`` closes it too.
+    """One call shape of *op* on a session's device arrays, made once (:meth:`Session.prepare_call`); each run
+    synchronises the stream unless *sync* is False.  A context manager, closed with the session too.
 
     Attributes: ``plan``, ``fallback``, ``workspace_size``, ``calls``, ``retry_after`` (of its
-    :class:`~acl_bindings.engine.Call`), ``sync``, ``session``, ``op``.
-    """
+    :class:`~acl_bindings.engine.Call`), ``sync``, ``session``, ``op``."""
 
     def __init__(self, session: Any, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True,
                  sync: bool = True) -> None:
@@ -56,8 +51,9 @@ class PreparedCall:
                                   f"{names} share one device buffer; they must not overlap")
 
     def run(self, replace: Sequence[tuple[int, Any]] = ()) -> Any:
-        """Run it, first using the arrays of *replace* (``(schema position, array)``; None keeps the current one)
-        from now on; returns the first output's array."""
+        """Run it, using the arrays of *replace* (``(schema position, array)``; None keeps one) from now on;
+        returns the first output's array.  161002 for another session's array, a shared buffer, or an array
+        unlike the one it replaces; ClosedError once closed."""
         session = self.session
         with session._lock:
             if self._closed or session.closed:
@@ -95,9 +91,8 @@ class PreparedCall:
         self._values = values
 
     def close(self) -> None:
-        """Release the executor and descriptors (after the stream finished with them).  Idempotent; a release the
-        library refused is retried by the next close().  Until then the session owns it, dropped or not: its
-        ``close()`` closes it too."""
+        """Release the executor and descriptors (after the stream finished with them).  Idempotent; a refused
+        release is retried by the next close() (or the session's)."""
         with self.session._lock:
             self._closed = True
             self._release()

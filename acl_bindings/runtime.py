@@ -1,21 +1,4 @@
-"""Process init, devices and contexts.
-
-* :func:`ensure_initialized` calls ``aclInit`` once per process; a 100002 (another component,
-  torch_npu say, initialised first) is success and still holds one reference (cann-abi.md §8.2),
-  released at exit with ``aclFinalizeReference`` where the runtime exports it, never with a plain
-  ``aclFinalize`` that would tear the runtime down under every other user (see :func:`finalize`).
-* :class:`Device` sets a device and remembers its context.  :meth:`Device.active` is the
-  device guard: it makes the device's context current on the calling thread and, on every
-  exit path, makes the thread's previous context current again (cann-abi.md §8.3: other
-  libraries, torch_npu among them, rely on theirs staying current).
-
-Streams and events are in :mod:`acl_bindings.streams`.
-
-Wraps: aclInit, aclFinalize, aclFinalizeReference, aclrtSetDevice, aclrtResetDevice,
-aclrtGetCurrentContext, aclrtSetCurrentContext, aclrtGetDeviceCount, aclrtGetSocName,
-aclrtGetMemInfo, aclrtSynchronizeDevice, aclsysGetVersionStr, aclsysGetCANNVersion,
-aclrtGetVersion.
-"""
+"""Process init and finalize, devices, contexts and the device guard (docs/design.md, "Sharing the process")."""
 
 from __future__ import annotations
 
@@ -59,13 +42,8 @@ def _check_fork() -> None:
 
 
 def ensure_initialized() -> None:
-    """Call ``aclInit(NULL)`` once per process (thread-safe).  Wraps: aclInit.
-
-    Both 0 and 100002 (initialised already, by another component) hold one reference,
-    released at exit (see the module docstring).  Where torch_npu is imported already, it
-    initialises first (``torch_npu.npu.init()``), with its own config.  After :func:`finalize` it raises
-    :class:`AclError` (100001): nothing made then could be released.
-    """
+    """Call ``aclInit(NULL)`` once per process (thread-safe); 0 and 100002 both hold one reference, given back at
+    exit.  After :func:`finalize` it raises :class:`AclError` (100001): nothing made then could be released."""
     global _initialized, _first
     _check_fork()
     if _initialized and not STATE.finalized:
@@ -94,8 +72,7 @@ def ensure_initialized() -> None:
 
 
 def _torch_npu_first() -> None:
-    """Where torch_npu is imported already, let it initialise ACL first: it calls ``aclInit`` with its own
-    config (acl.json) at its first device use, and a 100002 there would lose that config (cann-abi.md §9.4)."""
+    """Where torch_npu is imported already, let it call ``aclInit`` first, with its config (cann-abi.md §9.4)."""
     init = getattr(getattr(sys.modules.get("torch_npu"), "npu", None), "init", None)
     try:
         if init is not None:
@@ -110,14 +87,10 @@ def initialized_first() -> bool:
 
 
 def finalize() -> None:
-    """Release this process's ACL reference now; later releases of handles are skipped.
+    """Give this process's ACL reference back now (normally done at exit); later releases of handles are skipped.
 
-    ``aclFinalizeReference`` where the runtime exports it: the runtime is torn down only when
-    no other user (torch_npu, say) still holds a reference.  Otherwise ``aclFinalize``, and
-    only when this module's ``aclInit`` was the first (returned 0): it then tears the runtime
-    down at once, whoever else uses it.  Normally not needed: the reference is released at
-    exit.  Wraps: aclFinalizeReference, aclFinalize.
-    """
+    ``aclFinalizeReference`` where exported (the runtime goes only with its last user); else ``aclFinalize``, only
+    when this package's ``aclInit`` was the first, tearing the runtime down under any other user."""
     _release(at_exit=False)
 
 
@@ -151,11 +124,8 @@ def _bind_get_current() -> Any:
 
 
 def current_context() -> int:
-    """The calling thread's current context, read from the runtime; 0 when none is current.
-
-    Raises :class:`AclError` for any other failure (100001 after finalisation, for example).
-    Wraps: aclrtGetCurrentContext.
-    """
+    """The calling thread's current context (``aclrtGetCurrentContext``); 0 when none is current.  Raises
+    :class:`AclError` for any other failure (100001 after finalisation, say)."""
     fn = _get_current or _bind_get_current()
     try:
         out = _ctx_out.v
@@ -175,7 +145,7 @@ def _set_current(ctx: int) -> None:
 
 
 def _restore(ctx: int) -> None:
-    """Make *ctx* current while another exception (an interrupt) is on its way; a failure here is not reported."""
+    """Make *ctx* current while another exception (an interrupt) is on its way; a failure is not reported."""
     try:
         _set_current(ctx)
     except Exception:
@@ -250,18 +220,15 @@ def device_count() -> int:
 
 
 def soc_name() -> str:
-    """The SoC name (``"CANN-Simulator"`` on the simulator).  Wraps: aclrtGetSocName."""
+    """The SoC name (``"CANN-Simulator"`` on the simulator)."""
     ensure_initialized()
     raw = lib.aclrtGetSocName()
     return raw.decode("utf-8", "replace") if raw else ""
 
 
 def cann_version() -> str | None:
-    """The installed CANN version string, or None when no version query is exported.
-
-    Probes ``aclsysGetVersionStr`` (packages ``cann``, ``toolkit``, ``runtime``), then
-    ``aclsysGetCANNVersion``.  Never requires either.
-    """
+    """The installed CANN version string, or None: ``aclsysGetVersionStr`` (packages ``cann``, ``toolkit``,
+    ``runtime``), then ``aclsysGetCANNVersion``, each probed."""
     ensure_initialized()
     if lib.has("aclsysGetVersionStr"):
         for pkg in (b"cann", b"toolkit", b"runtime"):
@@ -293,9 +260,9 @@ def acl_version() -> tuple[int, int, int] | None:
 
 
 def _reset_device(cell: c_void_p, device_id: int) -> None:
-    # the default context stays (and stays current) while others hold it.  As release_cell, but the C call
-    # takes the id, not the cell's 1; no Python function runs between the take and the call (CPython checks
-    # for a signal at each function's entry: an interrupt there would lose the reference).
+    # as release_cell, but the C call takes the id; no Python function runs between the take and the call
+    # (CPython checks for a signal at each function's entry: an interrupt there would lose the reference).
+    # The default context stays (and stays current) while others hold it.
     reset = lib.unchecked("aclrtResetDevice")
     if not cell.value:
         return
@@ -306,16 +273,8 @@ def _reset_device(cell: c_void_p, device_id: int) -> None:
 
 
 class Device(Resource):
-    """A device (``aclrtSetDevice``) and its context.
-
-    ``close()`` pairs the ``aclrtSetDevice`` with ``aclrtResetDevice``.  Creating and closing
-    it leave the calling thread's current context as they found it (when one was current).
-
-    Parameters
-    ----------
-    device_id:
-        The device index, ``0 <= device_id < device_count()``.
-    """
+    """Device *device_id* (``0 <= device_id < device_count()``, ``aclrtSetDevice``) and its context; ``close()``
+    resets it (``aclrtResetDevice``).  Both leave the thread's current context, when one was, as they found it."""
 
     _what = "device"
 
@@ -330,8 +289,8 @@ class Device(Resource):
         prev = current_context()
         cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
         try:
-            # owned before the call: no Python function runs from the store to the C call (CPython delivers a
-            # Ctrl-C at a function's entry or as a call returns), so an interrupt finds the device set or not owned
+            # owned before the call, and no Python function runs from the store to the C call (where CPython
+            # delivers a Ctrl-C): an interrupt finds the device set or not owned
             set_device = lib.unchecked("aclrtSetDevice")
             cell.value = 1
             if rc := set_device(device_id):
@@ -352,41 +311,31 @@ class Device(Resource):
             raise
 
     def active(self) -> _Guard:
-        """The device guard: ``with device.active():`` runs its body with this device's context
-        current on the calling thread, then makes the thread's previous context current again,
-        on every exit path.
-
-        The current context is read from the runtime (``aclrtGetCurrentContext``) on entry;
-        the switch is skipped when it already is this one, and inside an enclosing guard of
-        the same context nothing is called at all.  When no context was current, none can be
-        made current again (``aclrtSetCurrentContext`` refuses NULL), so this one stays.
-        Wraps: aclrtGetCurrentContext, aclrtSetCurrentContext.
-        """
+        """The device guard: ``with device.active():`` runs its body with this device's context current on the
+        calling thread, then makes the previous one current again on every exit path (docs/design.md, Devices)."""
         return _Guard(self)
 
     def activate(self) -> None:
-        """Make this device's context current on the calling thread, and leave it so (for code that calls
-        the raw functions itself; this package uses :meth:`active`).  Wraps: aclrtSetCurrentContext."""
+        """Make this device's context current on the calling thread and leave it so (for raw-function code)."""
         _check_fork()
         self._check_open()
         if current_context() != self.context:
             _set_current(self.context)
 
     def is_current(self) -> bool:
-        """Whether this device's context is the calling thread's current one (read from the runtime);
-        False in a forked child, so that :meth:`activate` then raises there."""
+        """Whether this device's context is the thread's current one; False in a forked child (activate raises)."""
         try:
             return not _forked[0] and current_context() == self.context
         except AclError:
             return False
 
     def synchronize(self) -> None:
-        """Wait for all work on this device.  Wraps: aclrtSynchronizeDevice."""
+        """Wait for all work on this device."""
         with self.active():
             lib.aclrtSynchronizeDevice()
 
     def mem_info(self, attr: MemAttr = MemAttr.HBM_MEM) -> tuple[int, int]:
-        """``(free, total)`` bytes of device memory.  Wraps: aclrtGetMemInfo."""
+        """``(free, total)`` bytes of device memory."""
         free, total = c_size_t(), c_size_t()
         with self.active():
             lib.aclrtGetMemInfo(int(attr), byref(free), byref(total))

@@ -1,15 +1,5 @@
-"""The Session: a device, its stream, a reusable workspace, a caching allocator and the device arrays it makes.
-
-Generic: it names no operator.  :meth:`Session.run` queues one call of any declared operator
-(:class:`acl_bindings.TwoPhaseOp`) on the session's device arrays, through :mod:`acl_bindings.engine`
-(a kept call per call shape: a plan, or one-shot).  An operator package subclasses :class:`Session` for its
-own entry points, with the host checks of its operator, and :class:`DeviceArray` for its layouts.
-
-Every public method makes the session's context current on the calling thread for the call, and
-the caller's current context current again afterwards (the device guard,
-:meth:`acl_bindings.Device.active`), so a session made on one thread works on another, and other
-libraries' devices stay as they set them.
-"""
+"""The generic Session: a device, its stream, a reusable workspace, a caching allocator and the device arrays it
+makes; it runs any declared operator (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -42,23 +32,11 @@ _S = TypeVar("_S", bound="Session")
 
 
 class Session:
-    """Owns a device (by id), one stream on it, a reusable workspace, a caching allocator and the arrays it makes.
+    """Owns device *device_id*, one stream on it, a reusable workspace, a caching allocator and the arrays it makes.
 
-    Parameters
-    ----------
-    device_id:
-        The device to use (``aclrtSetDevice``).
-    plans:
-        Keep a repeatable executor per call shape and only update addresses on later
-        calls (see :mod:`acl_bindings.engine`).  ``False``: every call runs both phases.
-
-    :meth:`run` runs any declared operator on the session's device arrays; an operator package
-    adds its own entry points (and its :class:`DeviceArray` subclass, :attr:`array_type`).
-
-    A context manager: ``close()`` releases everything it created, in reverse order,
-    after the stream has finished.  ``repr()`` names the backend (real CANN or the
-    simulator).
-    """
+    *plans*: keep a repeatable executor per call shape and only update addresses on later calls; False: every
+    call runs both phases.  A context manager: ``close()`` releases everything it created, in reverse order,
+    after the stream has finished.  ``repr()`` names the backend (real CANN or the simulator)."""
 
     #: The class of the arrays the session makes
     array_type: type[DeviceArray] = DeviceArray
@@ -75,8 +53,8 @@ class Session:
         self.clock = StreamClock()
         self.backend = load_backend()
         self.device = Device(device_id)
-        #: The device memory of the session's arrays and temporaries, cached between calls
         self.device._lock = self._lock  # (what the session owns is used under its lock: acl_bindings._resource)
+        #: The device memory of the session's arrays and temporaries, cached between calls
         self.allocator = CachingAllocator(self.device, lock=self._lock)
         try:
             self.stream = Stream(self.device)
@@ -94,7 +72,6 @@ class Session:
         #: Which path the latest call took: ``"plan"`` (a repeatable executor) or ``"one-shot"`` (both phases)
         self.last_path = ""
 
-    # ------------------------------------------------------------------ lifecycle
     @property
     def closed(self) -> bool:
         """True after ``close()``."""
@@ -110,12 +87,10 @@ class Session:
         return self.device.active()
 
     def close(self) -> None:
-        """Synchronise, then release arrays, plans, workspace, stream and device.  Idempotent.
+        """Synchronise, then release prepared calls, arrays, plans, workspace, stream and device.  Idempotent.
 
-        Every release is attempted even when one fails (the first error is raised).  The
-        device is reset only after everything that needs it was released, so after such a
-        failure another ``close()`` finishes the job.
-        """
+        Every release is attempted (the first error is raised); the device is reset only once everything that
+        needs it was released, so after a failure another ``close()`` finishes the job."""
         with self._lock:
             if self._closed and self.device.closed:
                 return
@@ -160,8 +135,7 @@ class Session:
         return f"<Session device={self.device.id} backend={self.backend.kind} ({kind}) {state}>"
 
     def synchronize(self) -> None:
-        """Wait for all work queued on the session's stream (under the session's lock, as every call that queues
-        work: so the stream cannot be closed under it)."""
+        """Wait for all work queued on the session's stream (under its lock: the stream cannot close under it)."""
         with self._lock, self._active():
             self.clock.sync()
 
@@ -180,16 +154,9 @@ class Session:
         if self._pending:
             self._sync()
 
-    # ------------------------------------------------------------------ arrays
     def _upload_host(self, array: np.ndarray, layout: str, param: str, func: str) -> DeviceArray:
-        """Copy the numpy *array* to the device, keeping its strides and offset (no host copy); errors name *func*.
-
-        For a view into a larger numpy array, the bytes from the base array's start (when
-        that prefix is no larger than the view's own span) to the view's last element go
-        up as they are: the aclTensor gets the numpy strides and the view's element offset
-        in its base.  Otherwise the bytes from the first to the last element go up, with
-        offset 0.
-        """
+        """Copy the numpy *array* up with its strides and offset, from its base's start where that prefix is no
+        larger than its span (no host copy); errors name *func*."""
         strides = positive_strides(array, param, func)
         addr, nbytes = host_span(array)
         item = array.itemsize
@@ -227,14 +194,10 @@ class Session:
         return self._adopt(self.allocator.allocate(nbytes, self.clock), shape, dtype, layout,
                            contiguous_strides(shape), 0)
 
-    # ------------------------------------------------------------------ operators
     def run(self, op: TwoPhaseOp, *values: Any) -> int:
-        """Queue one call of any declared operator *op* on the session's stream (no host checks, no sync).
-
-        *values* follow *op*'s schema (:mod:`acl_bindings.engine`): a :class:`DeviceArray` of this
-        session for each tensor, a sequence of ints for each int array, a float for each double.
-        Calls are kept per call shape as for :meth:`backward`.  Returns the workspace size.
-        """
+        """Queue one call of any declared operator *op* on the session's stream (no host checks, no sync); returns
+        the workspace size.  *values* in schema order: a :class:`DeviceArray` of this session per tensor, a
+        sequence of ints per int array, a float per double (:meth:`values_of`)."""
         with self._lock, self._active():
             size = self._run(op, self.values_of(op, values)).workspace_size
         return size
@@ -267,9 +230,7 @@ class Session:
                                                 f"{value.session.device.id}); upload the data to this one")
 
     def _run(self, op: TwoPhaseOp, values: Sequence[Any], call: Optional[Call] = None) -> Call:
-        """Every session call of an operator reaches the library here: *call* (the caller looked it up), else the
-        kept :class:`Call` of its shape (made and kept on a miss), run on the session's stream; the lock is held
-        and the device current.  Returns the call."""
+        """Run *call*, else the kept (or a new) Call of the values' shape; lock held, device current."""
         if call is None:
             key = plan_key(op, values)
             call = self.plans.get(key)

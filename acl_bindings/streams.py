@@ -1,9 +1,4 @@
-"""Streams and events on a device; each owns its handle and keeps its device alive.
-
-Wraps: aclrtCreateStream, aclrtDestroyStream, aclrtSynchronizeStream(WithTimeout),
-aclrtCreateEvent, aclrtRecordEvent, aclrtSynchronizeEvent, aclrtEventElapsedTime,
-aclrtDestroyEvent.
-"""
+"""Streams and events on a device; each owns its handle and keeps its device alive."""
 
 from __future__ import annotations
 
@@ -42,10 +37,7 @@ class Stream(Resource):
 
     @in_use
     def synchronize(self, timeout_ms: int | None = None) -> None:
-        """Wait for the stream's work; with *timeout_ms*, fail with 507046 past it.
-
-        Wraps: aclrtSynchronizeStream, aclrtSynchronizeStreamWithTimeout.
-        """
+        """Wait for the stream's work; with *timeout_ms* (-1: no limit, 0: poll), fail with 507046 past it."""
         self._check_open()
         if timeout_ms is None:
             with self.device.active():
@@ -65,9 +57,7 @@ def _destroy_event(cell: c_void_p, device: Device) -> None:
 
 
 class Event(Resource):
-    """An event for timing.  Wraps: aclrtCreateEvent, aclrtRecordEvent, aclrtSynchronizeEvent,
-    aclrtEventElapsedTime, aclrtDestroyEvent.
-    """
+    """An event for timing (``aclrtCreateEvent``).  Keeps the device alive."""
 
     _what = "event"
 

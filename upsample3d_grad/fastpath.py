@@ -1,8 +1,4 @@
-"""The operator's prepared call on device arrays (:meth:`Session.prepare <upsample3d_grad.Session.prepare>`):
-the host checks, the C arguments and phase 1 done once; each call is phase 2 on a repeatable executor (or,
-with ``plan=False`` or a refused plan, both phases on the kept descriptors), and a synchronisation unless
-``sync=False``.  See docs/api.md.
-"""
+"""The operator's prepared call on device arrays (:meth:`Session.prepare <upsample3d_grad.Session.prepare>`)."""
 
 from __future__ import annotations
 
@@ -21,11 +17,9 @@ _GO, _GI = OP.inputs[0], OP.outputs[0]
 
 
 class PreparedCall(_generic.PreparedCall):
-    """One call shape of the operator on device arrays, prepared once (the generic
-    :class:`acl_bindings.session.PreparedCall` with the operator's host checks and argument names).
+    """The generic :class:`acl_bindings.session.PreparedCall` with the operator's host checks and argument names.
 
-    Attributes: those of the generic one, and ``output_size``, ``input_size``, ``scales``.
-    """
+    Attributes: those of the generic one, and ``output_size``, ``input_size``, ``scales``."""
 
     def __init__(self, session: Any, grad_output: DeviceArray, output_size: Sequence[int],
                  input_size: Sequence[int], scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *,
@@ -44,14 +38,8 @@ class PreparedCall(_generic.PreparedCall):
             super().__init__(session, OP, values, plan=plan, sync=sync)
 
     def __call__(self, grad_output: Optional[DeviceArray] = None, out: Optional[DeviceArray] = None) -> Any:
-        """Run the operator; returns the gradInput device array.
-
-        Parameters
-        ----------
-        grad_output, out:
-            Other device arrays of the same shape, dtype, layout, strides and offset to use
-            from now on (the executor is pointed at their addresses); None keeps the current ones.
-        """
+        """Run the operator; returns the gradInput device array.  *grad_output*, *out*: other device arrays of the
+        same shape, dtype, layout, strides and offset to use from now on (None keeps the current ones)."""
         if grad_output is None and out is None:
             return self.run()
         return self.run(((_GO, grad_output), (_GI, out)))

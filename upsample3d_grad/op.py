@@ -1,17 +1,5 @@
-"""The operator, declared: ``aclnnUpsampleNearestExact3dBackward`` (cann-abi.md §1.4).
-
-``aclnnStatus aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(const aclTensor *gradOut,
-    const aclIntArray *outputSize, const aclIntArray *inputSize, double scalesD, double scalesH,
-    double scalesW, aclTensor *gradInput, uint64_t *workspaceSize, aclOpExecutor **executor);``
-
-``aclnnStatus aclnnUpsampleNearestExact3dBackward(void *workspace, uint64_t workspaceSize,
-    aclOpExecutor *executor, aclrtStream stream);``
-
-This module holds, in one place, what is particular to the operator's binding: its name and
-argument schema (:data:`OP`, run by the generic :mod:`acl_bindings.engine` on every path), its
-layout-to-shape rule (:func:`layout_format`, :func:`physical_shape`, :func:`result_shape`), and the
-faithful two-phase wrappers.  The host checks are in :mod:`upsample3d_grad.checks`.
-"""
+"""The operator ``aclnnUpsampleNearestExact3dBackward``, declared (prototypes: cann-abi.md §1.4): its schema
+(:data:`OP`), its layout-to-shape rule and its faithful two-phase pair.  Host checks: :mod:`upsample3d_grad.checks`."""
 
 from __future__ import annotations
 
@@ -43,10 +31,8 @@ def layout_format(layout: str, func: str = PHASE1) -> Format:
 
 
 def physical_shape(layout: Any, n: int, c: int, d: int, h: int, w: int) -> tuple[int, ...]:
-    """The layout rule, in one place: ``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC.
-
-    *layout* is a layout name or an aclFormat; anything else reads as NCDHW (as CANN does).
-    """
+    """``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC; *layout* (a name or an aclFormat) else reads as NCDHW,
+    as in CANN."""
     return (n, d, h, w, c) if layout in ("NDHWC", Format.NDHWC) else (n, c, d, h, w)
 
 
@@ -63,12 +49,8 @@ def result_shape(input_size: Any, layout: Any) -> tuple[int, ...]:
 def aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
         gradOut: Optional[Tensor], outputSize: Optional[IntArray], inputSize: Optional[IntArray],
         scalesD: float, scalesH: float, scalesW: float, gradInput: Optional[Tensor]) -> tuple[int, Executor]:
-    """Phase 1, exactly as the C API: returns ``(workspace_size, executor)``.
-
-    None passes a null pointer.  No host-side checks run here: this is CANN's own
-    answer (raises :class:`acl_bindings.AclError` with CANN's code and message).
-    The executor keeps the tensors and arrays alive.
-    """
+    """Phase 1, exactly as the C API: returns ``(workspace_size, executor)``, the executor keeping the tensors and
+    arrays alive.  None passes NULL.  No host check runs: an error is CANN's own :class:`acl_bindings.AclError`."""
     keep = tuple(x for x in (gradOut, outputSize, inputSize, gradInput) if x is not None)
     return OP.get_workspace_size(gradOut, outputSize, inputSize, float(scalesD), float(scalesH),
                                  float(scalesW), gradInput, keep=keep)
@@ -76,9 +58,6 @@ def aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
 
 def aclnnUpsampleNearestExact3dBackward(workspace: Optional[int], workspaceSize: int, executor: Executor,
                                         stream: Stream) -> None:
-    """Phase 2, exactly as the C API: queue the kernel on *stream*.
-
-    A single-use executor is consumed.  Synchronise *stream* before reading the result
-    or freeing the workspace.
-    """
+    """Phase 2, exactly as the C API: queue the kernel on *stream*, consuming a single-use executor.  Synchronise
+    *stream* before reading the result or freeing the workspace."""
     OP.execute(workspace, workspaceSize, executor, stream)

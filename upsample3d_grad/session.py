@@ -1,22 +1,5 @@
-"""The Session of this operator: the generic :class:`acl_bindings.session.Session` with the operator's entry points.
-
->>> import numpy as np
->>> from upsample3d_grad import Session
->>> g = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
->>> with Session(0) as s:
-...     s.backward(g, (2, 2, 2), (2, 2, 1, 1, 1)).ravel().tolist()
-[36.0, 100.0, 164.0, 228.0]
-
-Arrays go up with :meth:`Session.upload` (numpy strides and offset become the
-aclTensor's strides and offset; nothing is copied on the host) and come back with
-:meth:`DeviceArray.download`.  :meth:`Session.backward` is the one-call form: numpy
-(or device arrays) in, numpy (or a device array) out.
-
-Device, stream, workspace, caching allocator, plans and lifetimes are the generic session's
-(:mod:`acl_bindings.session`); this module adds the operator's host checks (CANN's codes, a 5-D
-array in NCDHW or NDHWC) and :meth:`Session.backward`, :meth:`Session.prepare` and
-:meth:`Session.timed_backward`, each of which reaches the library through :meth:`Session._launch`.
-"""
+"""The operator's Session: the generic :class:`acl_bindings.session.Session` with the operator's entry points and
+host checks (CANN's codes; 5-D arrays in NCDHW or NDHWC).  Usage: docs/api.md."""
 
 from __future__ import annotations
 
@@ -55,32 +38,21 @@ _FORWARD_NAMES = _Names("self", "self (input)", "out", "out", _forward.PHASE1)
 
 
 class Session(_generic.Session):
-    """Owns a device (by id), one stream on it, a reusable workspace and the arrays it uploads
-    (:class:`acl_bindings.session.Session`), and runs the operator on them.
-
-    Parameters: those of :class:`acl_bindings.session.Session` (``device_id``, ``plans``).
-
-    A context manager: ``close()`` releases everything it created, in reverse order,
-    after the stream has finished.  ``repr()`` names the backend (real CANN or the
-    simulator).
-    """
+    """The generic :class:`acl_bindings.session.Session` (``device_id``, ``plans``; a context manager) that runs the
+    operator: :meth:`backward`, :meth:`forward`, :meth:`prepare`, :meth:`timed_backward`."""
 
     array_type = DeviceArray
 
-    # ------------------------------------------------------------------ arrays
     def upload(self, array: np.ndarray, layout: str = "NCDHW", param: str = "gradOut") -> DeviceArray:
         """Copy *array* (numpy, or a CPU torch tensor) to the device, keeping its strides and offset (no host copy).
 
-        For a view into a larger numpy array, the bytes from the base array's start (when
-        that prefix is no larger than the view's own span) to the view's last element go
-        up as they are: the aclTensor gets the numpy strides and the view's element offset
-        in its base.  Otherwise the bytes from the first to the last element go up, with
-        offset 0.
-        """
+        A view into a larger numpy array goes up from its base's start (when that prefix is no larger than the
+        view's own span) to its last element, the aclTensor's offset being its element offset in the base;
+        otherwise from its first to its last element, offset 0.  Errors (161001, 161002) name ``Session.upload``."""
         return self._upload(array, layout, param, UPLOAD)
 
     def _upload(self, array: np.ndarray, layout: str, param: str, func: str) -> DeviceArray:
-        """:meth:`upload`, its errors naming *func* (phase 1 when :meth:`backward` uploads its arguments)."""
+        """:meth:`upload`, its errors naming *func*."""
         self._check_open()
         array = host_view(array, param)  # a CPU torch tensor: its numpy view (TypeError for another device)
         spec = checks.spec_of(array, layout, param, func)  # 161002: not a numpy array, dtype, layout
@@ -95,7 +67,7 @@ class Session(_generic.Session):
         return cast(DeviceArray, self._upload_host(array, layout, param, func))
 
     def empty(self, shape: Sequence[int], dtype: Any = np.float32, layout: str = "NCDHW") -> DeviceArray:
-        """A contiguous, uninitialised device array."""
+        """A contiguous, uninitialised device array; 161002 naming ``Session.empty`` for a bad shape, dtype, layout."""
         self._check_open()
         shape = tuple(checks.int_sequence(shape, "shape", EMPTY))
         dt = empty_dtype(dtype)
@@ -106,7 +78,6 @@ class Session(_generic.Session):
                                                         "(negative, or more bytes than 64-bit sizes hold)")
         return cast(DeviceArray, self._empty_contiguous(shape, dt, layout))
 
-    # ------------------------------------------------------------------ the operators
     def forward(self, input: Any, output_size: Sequence[int], scales_d: Optional[float] = None,
                 scales_h: Optional[float] = None, scales_w: Optional[float] = None, *, layout: str = "NCDHW",
                 out: Any = None, strict: bool = True) -> Any:
@@ -115,24 +86,18 @@ class Session(_generic.Session):
         Parameters
         ----------
         input:
-            numpy array (float32, float16, bfloat16), CPU torch tensor or device array of this session;
-            ``[N,C,D,H,W]`` for NCDHW, ``[N,D,H,W,C]`` for NDHWC.
+            numpy (float32, float16, bfloat16), CPU torch tensor or device array of this session; ``[N,C,D,H,W]``
+            for NCDHW, ``[N,D,H,W,C]`` for NDHWC (*layout*, of the result too).
         output_size:
             ``(oD, oH, oW)``, each > 0.
         scales_d, scales_h, scales_w:
-            Scales (output over input); None or 0 is "not given".  When all three are given, each
-            outputSize value must lie within CANN's band around ``trunc(I*s)`` (and, with *strict*,
-            equal ``floor(I*s)``).
-        layout:
-            ``"NCDHW"`` or ``"NDHWC"``, of *input* and of the result.
-        out:
-            Preallocated result (numpy, CPU torch tensor or device array), written and returned.
-        strict:
-            Enforce the documented constraints CANN leaves unchecked (:mod:`upsample3d_grad.forward_checks`).
+            Output over input; None or 0 is "not given".  With all three, each outputSize value must lie in CANN's
+            band around ``trunc(I*s)`` (with *strict*, equal ``floor(I*s)``).
+        out, strict:
+            A result to write and return (numpy, CPU torch tensor or device array); enforce the documented
+            constraints CANN leaves unchecked (:mod:`upsample3d_grad.forward_checks`).
 
-        Returns
-        -------
-        *out* when given; else numpy for numpy, a CPU torch tensor for one (its dtype), a device array for one.
+        Returns *out* when given; else numpy for numpy, a CPU torch tensor for one (its dtype), a device array for one.
         """
         output_size = _once(output_size)
 
@@ -154,24 +119,18 @@ class Session(_generic.Session):
         Parameters
         ----------
         grad_output:
-            numpy array (float32, float16, bfloat16), CPU torch tensor or :class:`DeviceArray`;
-            ``[N,C,oD,oH,oW]`` for NCDHW, ``[N,oD,oH,oW,C]`` for NDHWC.  Any positive strides.
+            numpy (float32, float16, bfloat16), CPU torch tensor or :class:`DeviceArray`, any positive strides;
+            ``[N,C,oD,oH,oW]`` for NCDHW, ``[N,oD,oH,oW,C]`` for NDHWC (*layout*).
         output_size, input_size:
             ``(oD, oH, oW)`` and ``(N, C, iD, iH, iW)`` (always NCDHW order).
         scales_d, scales_h, scales_w:
             Forward scale factors; CANN uses them only when all three are > 0.
-        layout:
-            ``"NCDHW"`` or ``"NDHWC"``.
-        out:
-            Preallocated result (numpy, CPU torch tensor or :class:`DeviceArray`), written and returned.
-        strict:
-            Enforce the documented limits CANN leaves unchecked (see :mod:`upsample3d_grad.checks`).
+        out, strict:
+            A result to write and return (numpy, CPU torch tensor or :class:`DeviceArray`); enforce the documented
+            limits CANN leaves unchecked (:mod:`upsample3d_grad.checks`).
 
-        Returns
-        -------
-        *out* when given; else a numpy array for numpy, a CPU torch tensor for one (its dtype; after a
-        stream sync), a :class:`DeviceArray` for one.  A torch tensor on another device than the CPU
-        raises :class:`TypeError`.
+        Returns *out* when given; else numpy for numpy, a CPU torch tensor for one (its dtype; after a stream sync),
+        a :class:`DeviceArray` for one.  A torch tensor on another device than the CPU raises :class:`TypeError`.
         """
         output_size, input_size = _once(output_size), _once(input_size)  # (converted once: checked as passed)
         if type(grad_output) is DeviceArray and type(out) is DeviceArray and strict is True and \
@@ -194,13 +153,9 @@ class Session(_generic.Session):
 
         return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch)
 
-    # ------------------------------------------------------------------ repeated calls on device arrays
     def _repeat(self, go: DeviceArray, output_size: Any, input_size: Any, scales: Sequence[Any],
                 gi: DeviceArray) -> bool:
-        """Run a :meth:`backward` call on two device arrays when the session keeps a call of its shape whose
-        strict host checks passed (the key holds everything they read); False when it keeps none (the caller
-        then runs the full call).  Sizes and scales are converted first, as on every call, so a refused
-        argument (``True`` for 1) is refused on a repeat too; mixed scales take the full call (it warns)."""
+        """Run a backward on device arrays whose kept call passed the strict checks; False: the full call runs."""
         with self._lock, self._active():
             self.own_array(go, "gradOut", checks.PHASE1)
             self.own_array(gi, "gradInput", checks.PHASE1)
@@ -216,14 +171,8 @@ class Session(_generic.Session):
     def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,
                   check: Callable[[checks.TensorSpec, Optional[checks.TensorSpec]], tuple[int, ...]],
                   launch: Callable[[DeviceArray, DeviceArray], Any]) -> Any:
-        """The one-call form of an operator with one input and one output tensor (:meth:`backward`, :meth:`forward`).
-
-        numpy arrays, CPU torch tensors and device arrays of this session are taken for both.
-        ``check(in_spec, out_spec)`` runs the operator's host checks (*out_spec* is None when no *out* was
-        given) and returns the result's shape; ``launch(in_array, out_array)`` queues the operator.  Arrays
-        made here go back to the cache afterwards, on error paths too.  Returns *out* when given, else a
-        device array for a device-array input, else numpy (after a sync).
-        """
+        """The one-call form of a one-input, one-output operator: *check* (host checks, giving the result's shape),
+        uploads, *launch*; the arrays made here are closed afterwards, on error paths too."""
         out_tensor = out if is_tensor(out) else None
         in_tensor = is_tensor(inp)
         inp = host_view(inp, names.in_label)
@@ -280,14 +229,10 @@ class Session(_generic.Session):
     def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray, plan: bool = True,
                 sync: bool = True, strict: bool = True) -> PreparedCall:
-        """Prepare one call shape on device arrays for fast repeated calls (see :mod:`upsample3d_grad.fastpath`).
-
-        The host checks, the C arguments and phase 1 (with a repeatable executor when *plan*;
-        else a one-shot call each time) are done here, once.  Calling the returned
-        :class:`~upsample3d_grad.fastpath.PreparedCall` runs the operator (and synchronises the
-        stream unless *sync* is False); it may be given other device arrays of the same layout.
-        It is closed with the session, or by its own ``close()``.
-        """
+        """Prepare one call shape on device arrays for repeated calls: host checks, C arguments and phase 1 (with a
+        repeatable executor when *plan*, else one-shot calls) once.  Calling the returned
+        :class:`~upsample3d_grad.fastpath.PreparedCall` runs the operator (and synchronises unless *sync* is False),
+        optionally on other device arrays of the same layout; it is closed with the session or by ``close()``."""
         return PreparedCall(self, grad_output, output_size, input_size, scales, out=out, plan=plan, sync=sync,
                             strict=strict)
 
@@ -306,8 +251,7 @@ class Session(_generic.Session):
     @staticmethod
     def _values(go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 user_scales: Sequence[Optional[float]], gi: DeviceArray) -> tuple[Any, ...]:
-        """The operator's values in schema order: sizes as tuples of ints and *user_scales* (the caller's, None
-        for "not given") as the doubles CANN receives, converted in this one place (161002 for a wrong type)."""
+        """The values in schema order; sizes and *user_scales* (None: not given) converted here (161002 if wrong)."""
         sd, sh, sw = user_scales
         scales = checks.normalize_scales(sd, sh, sw)
         return (go, int_tuple(output_size, "outputSize", checks.PHASE1), int_tuple(input_size, "inputSize",
@@ -337,8 +281,7 @@ class Session(_generic.Session):
 
 
 def _once(sizes: Any) -> Any:
-    """A size argument read once: any iterable but a str becomes a tuple, so the host checks and the C call see
-    the same values (a generator, or a sequence that changes, would otherwise give them different ones)."""
+    """A size argument read once (an iterable but a str becomes a tuple): the checks and the C call see the same."""
     if isinstance(sizes, (tuple, str, bytes)) or not hasattr(sizes, "__iter__"):
         return sizes
     return tuple(sizes)
