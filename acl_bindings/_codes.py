@@ -108,22 +108,9 @@ CODES: dict[int, tuple[str, str]] = {
 }
 
 #: Codes named by constant, for readable comparisons.
-ACL_SUCCESS = 0
-ACL_ERROR_INVALID_PARAM = 100000
 ACL_ERROR_UNINITIALIZE = 100001
 ACL_ERROR_REPEAT_INITIALIZE = 100002
-ACL_ERROR_REPEAT_FINALIZE = 100037
-ACL_ERROR_BAD_ALLOC = 200000
-ACL_ERROR_API_NOT_SUPPORT = 200001
-ACL_ERROR_RT_PARAM_INVALID = 107000
 ACL_ERROR_RT_CONTEXT_NULL = 107002
-ACL_ERROR_RT_MEMORY_ALLOCATION = 207001
-ACL_ERROR_RT_DEVICE_OOM = 207018
-ACLNN_ERR_PARAM_NULLPTR = 161001
-ACLNN_ERR_PARAM_INVALID = 161002
-ACLNN_ERR_RUNTIME_ERROR = 361001
-ACLNN_ERR_INNER = 561000
-ACLNN_ERR_INNER_FIND_KERNEL_ERROR = 561003
 ACLNN_ERR_INNER_NULLPTR = 561103
 CANNSIM_ERR_STALE_HANDLE = 990101  # the simulator's own (acl_bindings/sim/src/cannsim.h)
 #: Simulator only (cannsim.h): aclrtFree/aclrtMemcpy/aclrtMemset raced work still queued on a stream.
@@ -131,19 +118,18 @@ CANNSIM_ERR_QUEUED_WORK = 908401
 #: Simulator only (cannsim.h): device memory of another device than the one the call runs on.
 CANNSIM_ERR_OTHER_DEVICE = 908402
 
+#: ``(NAME, explanation)`` of an unlisted code, by its family (``code // 1000``).
+_FAMILIES = {
+    100: ("ACL_ERROR_<1000xx>", "an ACL parameter or state error"),
+    200: ("ACL_ERROR_<2000xx>", "an ACL resource error"),
+    500: ("ACL_ERROR_<5000xx>", "an ACL internal error"),
+    107: ("ACL_ERROR_RT_<1070xx>", "a runtime parameter or state error"),
+    207: ("ACL_ERROR_RT_<2070xx>", "a runtime resource error"),
+    507: ("ACL_ERROR_RT_<5070xx>", "a device or runtime fault"),
+    561: ("ACLNN_ERR_INNER_<561xxx>", "an aclnn internal error"),
+}
+
 
 def describe(code: int) -> tuple[str, str]:
     """Return ``(NAME, explanation)`` for *code*, with a family fallback for unlisted codes."""
-    if code in CODES:
-        return CODES[code]
-    family = code // 1000
-    fallback = {
-        100: ("ACL_ERROR_<1000xx>", "an ACL parameter or state error"),
-        200: ("ACL_ERROR_<2000xx>", "an ACL resource error"),
-        500: ("ACL_ERROR_<5000xx>", "an ACL internal error"),
-        107: ("ACL_ERROR_RT_<1070xx>", "a runtime parameter or state error"),
-        207: ("ACL_ERROR_RT_<2070xx>", "a runtime resource error"),
-        507: ("ACL_ERROR_RT_<5070xx>", "a device or runtime fault"),
-        561: ("ACLNN_ERR_INNER_<561xxx>", "an aclnn internal error"),
-    }.get(family, ("UNKNOWN", "an error code not in the table"))
-    return fallback
+    return CODES.get(code) or _FAMILIES.get(code // 1000, ("UNKNOWN", "an error code not in the table"))

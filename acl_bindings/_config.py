@@ -26,11 +26,6 @@ def backend() -> str:
     return value
 
 
-def lib_dir() -> str | None:
-    """``ACL_BINDINGS_LIB_DIR`` or None."""
-    return os.environ.get("ACL_BINDINGS_LIB_DIR") or None
-
-
 def log_calls() -> bool:
     """Whether ``ACL_BINDINGS_LOG_CALLS`` asks for call logging."""
     return _flag("ACL_BINDINGS_LOG_CALLS")
@@ -42,5 +37,5 @@ def require_sim() -> bool:
 
 
 def env(name: str) -> str | None:
-    """A CANN environment variable (``ASCEND_*``, ``LD_LIBRARY_PATH``), or None when unset or empty."""
+    """A search path variable (``ACL_BINDINGS_LIB_DIR``, ``ASCEND_*``, ``LD_LIBRARY_PATH``); None if unset or empty."""
     return os.environ.get(name) or None

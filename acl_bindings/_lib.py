@@ -24,10 +24,10 @@ __all__ = ["lib", "Lib", "plain_types", "MissingSymbolError", "recent_error_mess
 
 _log = logging.getLogger("acl_bindings")
 _OPAQUE = (aclTensor_p, aclIntArray_p, aclOpExecutor_p)
-_OPAQUE_OUT = tuple(ctypes.POINTER(t) for t in _OPAQUE)
+#: What :func:`plain_types` makes of an opaque handle pointer, and of a pointer to one
+_PLAIN: dict[Any, Any] = {**dict.fromkeys(_OPAQUE, c_void_p),
+                          **dict.fromkeys((ctypes.POINTER(t) for t in _OPAQUE), ctypes.POINTER(c_void_p))}
 _BYREF = type(ctypes.byref(ctypes.c_int()))
-#: Parameter types a handle object (:class:`Resource`) may be passed for
-_HANDLE_PARAMS = (c_void_p, *_OPAQUE)
 
 
 class MissingSymbolError(LibraryNotFoundError):
@@ -62,12 +62,12 @@ def raise_for_status(status: int, func: str) -> None:
         raise failure(int(status), func)
 
 
-def failure(status: int, func: str) -> Exception:
-    """The exception of a non-zero *status* from *func*: its :class:`AclError` (with this thread's recent error
-    message), or, once ACL was released at interpreter exit, the one :func:`exit_error` of every such call."""
+def failure(status: int, func: str, default: str = "") -> Exception:
+    """The exception of a non-zero *status* from *func*: its :class:`AclError` (with this thread's recent error message,
+    else *default*), or, once ACL was released at interpreter exit, the one :func:`exit_error` of every such call."""
     if STATE.exiting:
         return exit_error(func)
-    return AclError.from_status(status, func, recent_error_message())
+    return AclError.from_status(status, func, recent_error_message() or default)
 
 
 def _bind(fn: Any, argtypes: tuple[Any, ...]) -> Callable[..., Any]:
@@ -97,9 +97,7 @@ def _check_status(result: int, func: Any, args: tuple[Any, ...]) -> int:
 
 def null_handle_error(func: str) -> Exception:
     """The error of a handle constructor *func* that returned NULL (code 561103)."""
-    if STATE.exiting:
-        return exit_error(func)
-    return AclError.from_status(ACLNN_ERR_INNER_NULLPTR, func, recent_error_message() or f"{func} returned NULL")
+    return failure(ACLNN_ERR_INNER_NULLPTR, func, f"{func} returned NULL")
 
 
 def _check_handle(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
@@ -155,26 +153,16 @@ def show_arg(value: Any, argtype: Any = None) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _logged(check: Callable[..., Any]) -> Callable[..., Any]:
-    def errcheck(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
-        if _log.isEnabledFor(logging.DEBUG):
-            types = list(getattr(func, "argtypes", None) or ())
-            shown = ", ".join(show_arg(a, types[k] if k < len(types) else None) for k, a in enumerate(args))
-            _log.debug("%s(%s) -> %s", func.__name__, shown, show_arg(result))
-        return check(result, func, args)
-
-    return errcheck
-
-
-def _logged_unchecked(restype: Any) -> Callable[..., Any]:
-    """The logging ``errcheck`` of an unchecked function (*restype*: the table's): the result is unchanged."""
+def _logged(check: Callable[..., Any], restype: Any = None) -> Callable[..., Any]:
+    """The ``errcheck`` *check* with call logging; *restype*, the table's for an unchecked function, shows its
+    handle result (a plain int there) as that handle."""
     def errcheck(result: Any, func: Any, args: tuple[Any, ...]) -> Any:
         if _log.isEnabledFor(logging.DEBUG):
             types = list(getattr(func, "argtypes", None) or ())
             shown = ", ".join(show_arg(a, types[k] if k < len(types) else None) for k, a in enumerate(args))
             value = ctypes.cast(result, restype) if restype in _OPAQUE and result else result
             _log.debug("%s(%s) -> %s", func.__name__, shown, show_arg(value))
-        return result
+        return check(result, func, args)
 
     return errcheck
 
@@ -197,13 +185,7 @@ def plain_types(proto: Prototype) -> tuple[Any, tuple[Any, ...]]:
     become ``c_void_p`` (a handle result a Python int, or None), and pointers to them ``c_void_p *`` (an
     out-parameter is a ``c_void_p`` cell); everything else is the table's own type."""
     _role, restype, argtypes = proto
-
-    def plain(t: Any) -> Any:
-        if t in _OPAQUE:
-            return c_void_p
-        return ctypes.POINTER(c_void_p) if t in _OPAQUE_OUT else t
-
-    return plain(restype), tuple(plain(t) for t in argtypes)
+    return _PLAIN.get(restype, restype), tuple(_PLAIN.get(t, t) for t in argtypes)
 
 
 class Lib:
@@ -232,19 +214,10 @@ class Lib:
         if proto is None:
             raise AttributeError(f"{name} is not in the prototype table")
         role, restype, argtypes = proto
-        backend = _loader.load()
-        if role == "opapi":
-            found = backend.find_op_symbol(name)
-            if found is None:
-                return None
-            dll = found[0]
-        else:
-            dll = backend.handle(role)
-            if not hasattr(dll, name):
-                return None
-        fn = self._function(dll, name)
-        fn.restype = restype
-        fn.argtypes = list(argtypes)
+        dll = self._dll(role, name)
+        if dll is None:
+            return None
+        fn = self._function(dll, name, restype, argtypes)
         fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
         bound = _bind(fn, argtypes)
         with self._lock:
@@ -252,11 +225,24 @@ class Lib:
         return bound
 
     @staticmethod
-    def _function(dll: Any, name: str) -> Any:
-        """A new ctypes function object for *name* in *dll*: one that keeps the GIL for :data:`HOLDS_GIL`."""
+    def _dll(role: str, name: str) -> Any:
+        """The library of *role* that exports *name* (loading it if needed), or None."""
+        backend = _loader.load()
+        if role == "opapi":
+            found = backend.find_op_symbol(name)
+            return None if found is None else found[0]
+        dll = backend.handle(role)
+        return dll if hasattr(dll, name) else None
+
+    @staticmethod
+    def _function(dll: Any, name: str, restype: Any, argtypes: tuple[Any, ...]) -> Any:
+        """A new ctypes function object for *name* in *dll*, of these types (keeping the GIL: :data:`HOLDS_GIL`)."""
         if name in HOLDS_GIL:
             dll = ctypes.PyDLL(dll._name, handle=dll._handle)
-        return dll[name]
+        fn = dll[name]
+        fn.restype = restype
+        fn.argtypes = list(argtypes)
+        return fn
 
     def unchecked(self, name: str) -> Any:
         """The ctypes function of *name* itself, **without errcheck**: the caller checks (:func:`raise_for_status`).
@@ -271,24 +257,13 @@ class Lib:
         proto = self._prototype(name)
         if proto is None or self._raw(name) is None:
             raise MissingSymbolError(f"{name} is not exported by the loaded libraries")
-        restype, argtypes = plain_types(proto)
-        fn = self._function(self._dll_of(name), name)  # a new function object: the bound one keeps its errcheck
-        fn.restype = restype
-        fn.argtypes = list(argtypes)
+        # a new function object: the bound one keeps its errcheck
+        fn = self._function(self._dll(proto[0], name), name, *plain_types(proto))
         if _config.log_calls():  # read at bind time, as for the bound functions
-            fn.errcheck = _logged_unchecked(proto[1])
+            fn.errcheck = _logged(_passthrough, proto[1])
         with self._lock:  # the ctypes function itself: no Python line between the call and its caller's store
             self._unchecked[name] = fn
         return fn
-
-    def _dll_of(self, name: str) -> Any:
-        role = self._prototype(name)[0]  # type: ignore[index]
-        backend = _loader.load()
-        if role == "opapi":
-            found = backend.find_op_symbol(name)
-            assert found is not None
-            return found[0]
-        return backend.handle(role)
 
     def has(self, name: str) -> bool:
         """Whether the loaded libraries export *name* (loads them if needed)."""

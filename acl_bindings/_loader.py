@@ -150,27 +150,24 @@ def load() -> Backend:
     return _backend
 
 
-def _open(path: str, tried: list[tuple[str, str]], broken: list[tuple[str, str]]) -> ctypes.CDLL | None:
+def _open(path: str, symbols: tuple[str, ...], tried: list[tuple[str, str]],
+          broken: list[tuple[str, str]]) -> ctypes.CDLL | None:
+    """*path* loaded, or None when it does not load or does not export every symbol of *symbols* (then unloaded);
+    a failure is said in *tried* and *broken*."""
     try:
-        return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        dll = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
         why = _dlerror.explain(path, str(exc))
-        tried.append((path, f"{_FAILED}{why}"))
-        broken.append((os.path.dirname(path), f"{os.path.basename(path)}: {why}"))
-        return None
-
-
-def _exports(dll: ctypes.CDLL, path: str, symbols: tuple[str, ...], tried: list[tuple[str, str]],
-             broken: list[tuple[str, str]]) -> bool:
-    """Whether *dll* exports every symbol of *symbols*; if not, say so in *tried* and *broken*."""
-    missing = [name for name in symbols if not hasattr(dll, name)]
-    if not missing:
-        return True
-    why = (f"it loads but does not export {', '.join(missing)} (not a CANN {os.path.basename(path)}: a link-time "
-           "stub, or another library of that name)")
+    else:
+        missing = [name for name in symbols if not hasattr(dll, name)]
+        if not missing:
+            return dll
+        why = (f"it loads but does not export {', '.join(missing)} (not a CANN {os.path.basename(path)}: a "
+               "link-time stub, or another library of that name)")
+        _unload(dll)
     tried.append((path, f"{_FAILED}{why}"))
     broken.append((os.path.dirname(path), f"{os.path.basename(path)}: {why}"))
-    return False
+    return None
 
 
 def _unload(dll: ctypes.CDLL) -> None:
@@ -212,9 +209,8 @@ def _refuse_a_second_runtime(rt_path: str, rt_via: str, tried: list[tuple[str, s
 
 
 def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], requested: str,
-               include_custom: bool = True, broken: list[tuple[str, str]] | None = None) -> Backend | None:
+               broken: list[tuple[str, str]], include_custom: bool = True) -> Backend | None:
     """The first runtime of *folders* that loads with its nnopbase, or None; *broken* gets what is there but fails."""
-    broken = [] if broken is None else broken
     runtimes = _locate(RUNTIME_NAMES, folders, tried)
     if not runtimes:
         broken.extend(_orphans(folders))
@@ -229,17 +225,12 @@ def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], req
             broken.append((rt_dir, why))
             continue
         _refuse_a_second_runtime(rt_path, rt_via, tried)
-        rt_dll = _open(rt_path, tried, broken)
+        rt_dll = _open(rt_path, RUNTIME_ESSENTIAL, tried, broken)
         if rt_dll is None:
             continue
-        if not _exports(rt_dll, rt_path, RUNTIME_ESSENTIAL, tried, broken):
-            _unload(rt_dll)
-            continue
         nn_path, _, nn_via = nn_found[0]
-        nn_dll = _open(nn_path, tried, broken)
-        if nn_dll is None or not _exports(nn_dll, nn_path, NNOPBASE_ESSENTIAL, tried, broken):
-            if nn_dll is not None:
-                _unload(nn_dll)
+        nn_dll = _open(nn_path, NNOPBASE_ESSENTIAL, tried, broken)
+        if nn_dll is None:
             _unload(rt_dll)
             continue
         rt_info = LibraryInfo("runtime", rt_name, rt_path, rt_via)
@@ -293,10 +284,10 @@ def _choose() -> Backend:
     tried: list[tuple[str, str]] = []
     broken: list[tuple[str, str]] = []
     if requested in ("auto", "cann"):
-        found = _load_from(search_folders(), tried, requested, broken=broken)
+        found = _load_from(search_folders(), tried, requested, broken)
         if found is not None and (requested == "auto" or found.kind == "cann"):
             if found.kind == "sim" and broken:
-                found.fallback = _announce(f"{_failure_text(broken)}; using the simulator")
+                found.fallback = _announce(broken)
             return found
         if requested == "cann":
             if found is not None:
@@ -308,7 +299,6 @@ def _choose() -> Backend:
             raise LibraryNotFoundError(
                 f"ACL_BINDINGS_BACKEND=cann, but {why}.\nTried:\n{_tried_text(tried)}\n{FIX_HINT}", tried)
     ok, why = simulator_status()
-    notice = f"{_failure_text(broken)}; using the simulator" if broken else ""
     if not ok:
         head = f"{_failure_text(broken)}, and" if broken else "No CANN install was found and"
         raise SimulatorUnavailableError(f"{head} {why}\nTried:\n{_tried_text(tried)}\n{FIX_HINT}", tried)
@@ -316,19 +306,20 @@ def _choose() -> Backend:
         via = "ACL_BINDINGS_BACKEND=sim"
     else:
         via = "fallback: CANN failed to load" if broken else "fallback: no CANN install found"
-    sim = _load_from([(str(SIM_ROOT / "lib64"), f"embedded simulator ({via})")], tried, requested,
+    sim = _load_from([(str(SIM_ROOT / "lib64"), f"embedded simulator ({via})")], tried, requested, [],
                      include_custom=False)
     if sim is None or sim.kind != "sim":
         raise SimulatorUnavailableError(
             f"The embedded simulator in {SIM_ROOT / 'lib64'} could not be loaded.\nTried:\n{_tried_text(tried)}",
             tried)
-    if notice:
-        sim.fallback = _announce(notice)
+    if broken:
+        sim.fallback = _announce(broken)
     return sim
 
 
-def _announce(notice: str) -> str:
-    """Log and warn (:class:`BackendFallbackWarning`) that a present CANN did not load; return *notice*."""
+def _announce(broken: list[tuple[str, str]]) -> str:
+    """Log and warn (:class:`BackendFallbackWarning`) that the CANN of *broken* did not load; return the notice."""
+    notice = f"{_failure_text(broken)}; using the simulator"
     _log.warning("%s", notice)
     warnings.warn(notice, BackendFallbackWarning, stacklevel=4)
     return notice

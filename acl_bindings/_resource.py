@@ -43,8 +43,7 @@ def run_all(steps: Sequence[Callable[[], Any]]) -> None:
         try:
             step()
         except Exception as exc:
-            if first is None:
-                first = exc
+            first = first or exc
     if first is not None:
         try:
             raise first
@@ -174,14 +173,11 @@ class Resource:
                     release(cell, *args)  # empties the cell, or raises with the handle still owned
                 else:
                     cell.value = None  # after aclFinalize or in a forked child: not ours to release
-            self._closed_now()
-
-    def _closed_now(self) -> None:
-        fin = self._fin
-        if fin is not None and fin.alive:
-            fin.detach()
-            self.__dict__.pop("_as_parameter_", None)
-            self._on_close()
+            fin = self._fin
+            if fin is not None and fin.alive:
+                fin.detach()
+                self.__dict__.pop("_as_parameter_", None)
+                self._on_close()
 
     def _undo(self) -> None:
         """Release the handle of a constructor that failed after making it (a refused release is only logged)."""

@@ -29,10 +29,6 @@ DEFAULT_ROOTS = ("/usr/local/Ascend/cann", "/usr/local/Ascend/ascend-toolkit/lat
 INSTALL_VARS = ("ACL_BINDINGS_LIB_DIR", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 
 
-def _is_stub(folder: str) -> bool:
-    return "stub" in Path(folder).parts
-
-
 def _arch_dirs(root: str) -> list[str]:
     arch = platform.machine() or "x86_64"
     return [os.path.join(root, "lib64"), os.path.join(root, f"{arch}-linux", "lib64")]
@@ -46,7 +42,7 @@ def _absolute(path: str) -> str:
 def search_folders() -> list[tuple[str, str]]:
     """The ordered ``(folder, found_via)`` list searched for the runtime and nnopbase (absolute paths)."""
     folders: list[tuple[str, str]] = []
-    override = _config.lib_dir()
+    override = _config.env("ACL_BINDINGS_LIB_DIR")
     if override:
         override = _absolute(override)
         folders += [(override, "ACL_BINDINGS_LIB_DIR"), (os.path.join(override, "lib64"), "ACL_BINDINGS_LIB_DIR")]
@@ -54,19 +50,14 @@ def search_folders() -> list[tuple[str, str]]:
         root = _config.env(var)
         if root:
             folders += [(d, var) for d in _arch_dirs(_absolute(root))]
-    for entry in (_config.env("LD_LIBRARY_PATH") or "").split(":"):
-        if entry:
-            folders.append((_absolute(entry), "LD_LIBRARY_PATH"))
+    entries = (_config.env("LD_LIBRARY_PATH") or "").split(":")
+    folders += [(_absolute(entry), "LD_LIBRARY_PATH") for entry in entries if entry]
     for root in DEFAULT_ROOTS:
         folders += [(d, f"default root {root}") for d in _arch_dirs(root)]
-    seen: set[str] = set()
-    unique = []
+    unique: dict[str, tuple[str, str]] = {}  # the first of each folder, in order
     for folder, via in folders:
-        key = os.path.normpath(folder)
-        if key not in seen:
-            seen.add(key)
-            unique.append((folder, via))
-    return unique
+        unique.setdefault(os.path.normpath(folder), (folder, via))
+    return list(unique.values())
 
 
 def _locate(names: tuple[str, ...], folders: list[tuple[str, str]],
@@ -74,7 +65,7 @@ def _locate(names: tuple[str, ...], folders: list[tuple[str, str]],
     """``(path, name, found_via)`` of every file named *names* in *folders*, in search order (no loading)."""
     out = []
     for folder, via in folders:
-        if _is_stub(folder):
+        if "stub" in Path(folder).parts:
             if tried is not None:
                 tried.append((folder, "skipped: a stub folder holds link-time stubs only"))
             continue
@@ -96,10 +87,8 @@ def _vendor_name_problem(name: str) -> str | None:
 
 def _vendor_dirs() -> list[tuple[str, str]]:
     """Custom and vendor ``libcust_opapi.so`` paths (absolute), in lookup order, existing or not."""
-    out: list[tuple[str, str]] = []
-    for entry in (_config.env("ASCEND_CUSTOM_OPP_PATH") or "").split(":"):
-        if entry:
-            out.append((os.path.join(_absolute(entry), CUSTOM_OPAPI), "ASCEND_CUSTOM_OPP_PATH"))
+    out = [(os.path.join(_absolute(entry), CUSTOM_OPAPI), "ASCEND_CUSTOM_OPP_PATH")
+           for entry in (_config.env("ASCEND_CUSTOM_OPP_PATH") or "").split(":") if entry]
     opp = _config.env("ASCEND_OPP_PATH")
     if opp:
         vendors_dir = os.path.join(_absolute(opp), "vendors")
@@ -145,11 +134,8 @@ def op_candidates(runtime_dir: str, folders: list[tuple[str, str]],
     out = [(p, via) for p, via in (_vendor_dirs() if include_custom else []) if os.path.isfile(p)]
     dirs = [(runtime_dir, "beside the runtime")] + [(f, v) for f, v in folders
                                                     if os.path.normpath(f) != os.path.normpath(runtime_dir)]
-    for name in OPAPI_SPLIT:
-        found = _locate((name,), dirs, None)
-        if found:
-            out.append((found[0][0], found[0][2]))
-    out += [(p, via) for p, _, via in _locate((OPAPI_LEGACY,), dirs, None)[:1]]
+    for name in (*OPAPI_SPLIT, OPAPI_LEGACY):  # the first of each name
+        out += [(p, via) for p, _, via in _locate((name,), dirs, None)[:1]]
     if include_custom:
         out += [(_absolute(p), via) for p, via in _builtin_opapi() if os.path.isfile(p)]
     return out

@@ -32,6 +32,7 @@ aclTensor_p = POINTER(aclTensor)
 aclIntArray_p = POINTER(aclIntArray)
 aclOpExecutor_p = POINTER(aclOpExecutor)
 
+
 class c_int_result(ctypes.c_int):
     """An ``int`` result that is a value, not a status (sim-only setters return the previous value)."""
 

@@ -103,8 +103,7 @@ class PooledBuffer:
         return self._open_block().buffer._as_parameter_
 
     def _check_open(self) -> None:
-        if self._block is None:
-            raise ClosedError("this device buffer is closed")
+        self._open_block()
 
     def _open_block(self) -> _Block:
         block = self._block
@@ -178,7 +177,7 @@ class CachingAllocator:
     @property
     def blocks(self) -> int:
         """How many device buffers the allocator owns (cached, handed out, or dropped and not drained yet)."""
-        return sum(map(len, self._free.values())) + len(self._live) + len(self._dropped)
+        return self.cached_blocks + len(self._live)
 
     @property
     def cached_blocks(self) -> int:
@@ -219,10 +218,8 @@ class CachingAllocator:
             self._give_back(block, clock)
 
     def _take(self, size: int) -> _Block | None:
-        blocks = self._free.get(size)
-        if not blocks:
-            return None
-        for k in range(len(blocks) - 1, -1, -1):
+        blocks = self._free.get(size, [])
+        for k in reversed(range(len(blocks))):  # the most recently freed first
             if blocks[k].idle():
                 block = blocks.pop(k)
                 self._cached -= size

@@ -82,45 +82,38 @@ def enum_name(enum: type[IntEnum], value: int) -> str:
 #: numpy's bfloat16 (from ml_dtypes), the dtype of ``aclDataType`` BF16
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
+#: The numpy (or ml_dtypes) dtype of each ``aclDataType`` that has one.
+_NUMPY_DTYPES = {acl: np.dtype(dt) for acl, dt in (
+    (DataType.FLOAT, np.float32), (DataType.FLOAT16, np.float16), (DataType.INT8, np.int8),
+    (DataType.INT32, np.int32), (DataType.UINT8, np.uint8), (DataType.INT16, np.int16), (DataType.UINT16, np.uint16),
+    (DataType.UINT32, np.uint32), (DataType.INT64, np.int64), (DataType.UINT64, np.uint64),
+    (DataType.DOUBLE, np.float64), (DataType.BOOL, np.bool_), (DataType.COMPLEX64, np.complex64),
+    (DataType.COMPLEX128, np.complex128), (DataType.BF16, BFLOAT16))}
+#: The ``aclDataType`` values :func:`dtype_to_acl` and :func:`acl_to_dtype` map.
+_SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.INT64, DataType.BF16)
+
 
 def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
     """Map a numpy dtype (float32, float16, bfloat16 from ml_dtypes, int64) to its ``aclDataType``; TypeError
     for any other, naming it."""
     dt = np.dtype(dtype)
-    if dt == np.float32:
-        return DataType.FLOAT
-    if dt == np.float16:
-        return DataType.FLOAT16
-    if dt == np.int64:
-        return DataType.INT64
-    if dt == BFLOAT16:
-        return DataType.BF16
+    for acl in _SUPPORTED:
+        if dt == _NUMPY_DTYPES[acl]:
+            return acl
     raise TypeError(f"dtype: expected float32, float16, bfloat16 or int64, got {dt}")
 
 
 def acl_to_dtype(acl: int) -> np.dtype:
     """Inverse of :func:`dtype_to_acl`."""
-    table: dict[int, np.dtype] = {DataType.FLOAT: np.dtype(np.float32), DataType.FLOAT16: np.dtype(np.float16),
-             DataType.INT64: np.dtype(np.int64)}
-    if acl in table:
-        return table[DataType(acl)]
-    if acl == DataType.BF16:
-        return BFLOAT16
+    if acl in _SUPPORTED:
+        return _NUMPY_DTYPES[DataType(acl)]
     raise TypeError(f"aclDataType {acl} has no numpy equivalent here")
-
-
-#: numpy's spelling of each ``aclDataType`` that has a numpy (or ml_dtypes) counterpart.
-_DTYPE_NAMES = {DataType.FLOAT: "float32", DataType.FLOAT16: "float16", DataType.INT8: "int8",
-                DataType.INT32: "int32", DataType.UINT8: "uint8", DataType.INT16: "int16", DataType.UINT16: "uint16",
-                DataType.UINT32: "uint32", DataType.INT64: "int64", DataType.UINT64: "uint64",
-                DataType.DOUBLE: "float64", DataType.BOOL: "bool", DataType.COMPLEX64: "complex64",
-                DataType.COMPLEX128: "complex128", DataType.BF16: "bfloat16"}
 
 
 def dtype_name(acl: int) -> str:
     """The one spelling of an ``aclDataType`` in messages and reports: numpy's name (``float32``,
     ``bfloat16``, ``int8``, ...), else ``aclDataType <n> (<enum name>)``."""
     try:
-        return _DTYPE_NAMES[DataType(acl)]
+        return _NUMPY_DTYPES[DataType(acl)].name
     except (ValueError, KeyError):
         return f"aclDataType {acl} ({enum_name(DataType, acl)})"

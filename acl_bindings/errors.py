@@ -42,29 +42,22 @@ class AclError(RuntimeError):
         self.func = func
         self.detail = detail or ""
         self.name, self.explanation = _codes.describe(self.code)
-        super().__init__(self._format())
+        super().__init__(str(self))
 
-    def _format(self) -> str:
+    def __str__(self) -> str:
         head = f"{self.func} failed: " if self.func else ""
         text = f"{head}{self.name} ({self.code}): {self.explanation}"
         if self.detail:
             text += "\n" + self.detail
         return text
 
-    def __str__(self) -> str:
-        return self._format()
-
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.code, self.func, self.detail))
+        return (type(self), (self.code, self.func, self.detail))
 
     @classmethod
     def from_status(cls, code: int, func: str = "", detail: str = "") -> AclError:
         """Build the exception of the right subclass for *code*."""
         return error_class_for(code)(code, func, detail)
-
-
-def _rebuild(kind: type[AclError], code: int, func: str, detail: str) -> AclError:
-    return kind(code, func, detail)
 
 
 class AclParamError(AclError, ValueError):

@@ -55,9 +55,10 @@ def _check_nbytes(nbytes: object) -> None:
         raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
 
 
-def _free(cell: c_void_p, device: Device) -> None:
+def _free(cell: c_void_p, device: Device, func: str) -> None:
+    """Free the memory of *cell* with the C function *func* (``aclrtFree``, ``aclrtFreeHost``)."""
     with device.active():
-        raise_for_status(release_cell(cell, lib.unchecked("aclrtFree")), "aclrtFree")
+        raise_for_status(release_cell(cell, lib.unchecked(func)), func)
 
 
 class DeviceBuffer(Resource):
@@ -71,7 +72,7 @@ class DeviceBuffer(Resource):
         self.device = device
         self.nbytes = int(nbytes)
         # collected without close(): wait for queued work that may still use it, then free
-        cell = self._arm(_free, device, before=device.synchronize)
+        cell = self._arm(_free, device, "aclrtFree", before=device.synchronize)
         try:
             with device.active():
                 lib.aclrtMalloc(byref(cell), self.nbytes, int(policy))  # owned from the moment it returns
@@ -157,11 +158,6 @@ class DeviceBuffer(Resource):
         return f"<DeviceBuffer {self.nbytes} bytes {state} on device {self.device.id}>"
 
 
-def _free_host(cell: c_void_p, device: Device) -> None:
-    with device.active():
-        raise_for_status(release_cell(cell, lib.unchecked("aclrtFreeHost")), "aclrtFreeHost")
-
-
 class HostBuffer(Resource):
     """*nbytes* of pinned host memory; :meth:`array` views it as numpy (a view keeps it alive, and ``close()``
     raises :class:`BufferError` while views exist)."""
@@ -173,7 +169,7 @@ class HostBuffer(Resource):
         self.device = device
         self.nbytes = int(nbytes)
         self._views: list[weakref.ref] = []  # the ctypes arrays the numpy views are made from
-        cell = self._arm(_free_host, device, before=device.synchronize)
+        cell = self._arm(_free, device, "aclrtFreeHost", before=device.synchronize)
         try:
             with device.active():
                 lib.aclrtMallocHost(byref(cell), self.nbytes)  # owned from the moment it returns

@@ -14,7 +14,7 @@ import numpy as np
 from ._lib import lib, null_handle_error, raise_for_status
 from ._resource import Resource, release_cell
 from ._types import aclIntArray_p, aclTensor_p
-from .enums import DataType, Format, acl_to_dtype, dtype_to_acl
+from .enums import _NUMPY_DTYPES, DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
 from .values import int64_values
 
@@ -52,9 +52,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 #: Bytes per element of each aclDataType (those without a fixed size count bytes)
-_ITEM_SIZES = {DataType.FLOAT: 4, DataType.FLOAT16: 2, DataType.INT8: 1, DataType.INT32: 4, DataType.UINT8: 1,
-               DataType.INT16: 2, DataType.UINT16: 2, DataType.UINT32: 4, DataType.INT64: 8, DataType.UINT64: 8,
-               DataType.DOUBLE: 8, DataType.BOOL: 1, DataType.COMPLEX64: 8, DataType.COMPLEX128: 16, DataType.BF16: 2}
+_ITEM_SIZES = {acl: dt.itemsize for acl, dt in _NUMPY_DTYPES.items()}
 
 
 def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> int:
@@ -119,11 +117,29 @@ def _int64_array(values: Sequence[int], what: str) -> Any:
     return (c_int64 * len(ints))(*ints)
 
 
-def _destroy_tensor(cell: c_void_p) -> None:
-    raise_for_status(release_cell(cell, lib.unchecked("aclDestroyTensor")), "aclDestroyTensor")
+def _destroy(cell: c_void_p, func: str) -> None:
+    raise_for_status(release_cell(cell, lib.unchecked(func)), func)
 
 
-class Tensor(Resource):
+class _Handle(Resource):
+    """An nnopbase handle that one C function makes and another destroys."""
+
+    def _create(self, func: str, destroy: str, kind: Any, *args: Any) -> None:
+        """Make the handle: ``func(*args)``, a *kind* pointer (NULL raises), destroyed by the C function *destroy*."""
+        create = lib.unchecked(func)
+        cell = self._arm(_destroy, destroy)
+        try:
+            cell.value = create(*args)  # stored in the statement of the call: owned from the moment it returns
+            if not cell.value:
+                raise null_handle_error(func)
+            self.handle = cast(cell, kind)
+            self._as_parameter_ = self.handle
+        except BaseException:
+            self._undo()  # made but not finished: released now, not left to the garbage collector
+            raise
+
+
+class Tensor(_Handle):
     """An ``aclTensor`` of view *shape* and *dtype* (numpy's, or a :class:`DataType`) over device memory.
 
     *buffer* is the :class:`DeviceBuffer` holding the data (kept alive; the view must lie inside it, else
@@ -160,19 +176,8 @@ class Tensor(Resource):
         dims = _int64_array(self.shape, "shape")
         st = _int64_array(self.strides, "strides")
         storage = _int64_array(self.storage_dims, "storage_dims")
-        create = lib.unchecked("aclCreateTensor")
-        cell = self._arm(_destroy_tensor)
-        try:
-            # stored in the statement of the call: owned from the moment it returns
-            cell.value = create(dims, len(self.shape), int(self.acl_dtype), st, self.offset, int(self.format), storage,
-                                len(self.storage_dims), self.address or None)
-            if not cell.value:
-                raise null_handle_error("aclCreateTensor")
-            self.handle = cast(cell, aclTensor_p)
-            self._as_parameter_ = self.handle
-        except BaseException:
-            self._undo()  # made but not finished: released now, not left to the garbage collector
-            raise
+        self._create("aclCreateTensor", "aclDestroyTensor", aclTensor_p, dims, len(self.shape), int(self.acl_dtype),
+                     st, self.offset, int(self.format), storage, len(self.storage_dims), self.address or None)
 
     @property
     def dtype(self) -> np.dtype:
@@ -184,11 +189,7 @@ class Tensor(Resource):
                 f"offset={self.offset} format={self.format.name}{' closed' if self.closed else ''}>")
 
 
-def _destroy_int_array(cell: c_void_p) -> None:
-    raise_for_status(release_cell(cell, lib.unchecked("aclDestroyIntArray")), "aclDestroyIntArray")
-
-
-class IntArray(Resource):
+class IntArray(_Handle):
     """An ``aclIntArray`` holding a copy of *values*."""
 
     _what = "int array"
@@ -196,17 +197,7 @@ class IntArray(Resource):
     def __init__(self, values: Sequence[int]) -> None:
         arr = _int64_array(list(values), "values")
         self.values = tuple(arr)
-        create = lib.unchecked("aclCreateIntArray")
-        cell = self._arm(_destroy_int_array)
-        try:
-            cell.value = create(arr, len(self.values))  # stored in the statement of the call: owned once it returns
-            if not cell.value:
-                raise null_handle_error("aclCreateIntArray")
-            self.handle = cast(cell, aclIntArray_p)
-            self._as_parameter_ = self.handle
-        except BaseException:
-            self._undo()  # made but not finished: released now, not left to the garbage collector
-            raise
+        self._create("aclCreateIntArray", "aclDestroyIntArray", aclIntArray_p, arr, len(self.values))
 
     def __len__(self) -> int:
         return len(self.values)

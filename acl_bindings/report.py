@@ -57,10 +57,8 @@ def format_report(info: dict[str, Any]) -> str:
     kind = "CPU simulator (no NPU is used)" if info["simulator"] else "real CANN"
     lines = [info["fallback"]] if info.get("fallback") else []
     lines.append(f"backend:       {info['backend']} - {kind} (ACL_BINDINGS_BACKEND={info['requested']})")
-    if info.get("simulator_version"):
-        lines.append(f"simulator:     yes - {info['simulator_version']}")
-    else:
-        lines.append("simulator:     no")
+    version = info.get("simulator_version")
+    lines.append(f"simulator:     yes - {version}" if version else "simulator:     no")
     for lib in info["libraries"]:
         lines.append(f"{lib['role'] + ':':<14} {lib['path']}  [found via {lib['found_via']}]")
     for failure in info.get("op_failures", []):

@@ -15,7 +15,7 @@ from ._loader import load as load_backend
 from ._resource import releases_allowed, run_all
 from .allocator import CachingAllocator, PooledBuffer, StreamClock
 from .arrays import DeviceArray, check_extent, offset_in_base, positive_strides
-from .engine import Call, CallCache, plan_key
+from .engine import Call, CallCache, check_values, plan_key
 from .errors import AclnnParamError, ClosedError
 from .memory import host_bytes, host_span
 from .meta import contiguous_strides
@@ -205,9 +205,7 @@ class Session:
     def values_of(self, op: TwoPhaseOp, values: Sequence[Any]) -> list[Any]:
         """*values* checked against *op*'s schema: open device arrays of this session for the tensors (161002
         naming the argument otherwise), tuples of ints, floats."""
-        if len(values) != len(op.schema):
-            raise TypeError(f"{op.phase1_name}: expected {len(op.schema)} arguments "
-                            f"({', '.join(a.name for a in op.schema)}), got {len(values)}")
+        check_values(op, values)
         converted: list[Any] = []
         for arg, value in zip(op.schema, values):
             if arg.is_tensor:

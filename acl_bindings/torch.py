@@ -24,9 +24,7 @@ def torch_module() -> Any:
 
 def is_tensor(x: Any) -> bool:
     """Whether *x* is a torch tensor (without importing torch for anything else)."""
-    if not type(x).__module__.startswith("torch"):
-        return False
-    return isinstance(x, torch_module().Tensor)
+    return type(x).__module__.startswith("torch") and isinstance(x, torch_module().Tensor)
 
 
 def host_view(x: Any, param: str, *, writable: bool = False, elsewhere: str = "") -> Any:
@@ -59,11 +57,7 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
     if t.device.type != "cpu":
         raise TypeError(f"the tensor is on {t.device}, not the CPU: move it with .cpu(), or run it on its device "
                         "memory in place")
-    t = t.detach()
-    if t.is_conj():
-        t = t.resolve_conj()
-    if t.is_neg():
-        t = t.resolve_neg()
+    t = t.detach().resolve_conj().resolve_neg()  # each returns *t* itself when its bit is not set
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(BFLOAT16)
     return t.numpy()

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from . import reference
+from .reference._validate import _logical, _phys
 
 __all__ = ["AdjointResult", "adjoint_check", "device_adjoint_check", "random_pair"]
 
@@ -53,11 +54,8 @@ def _f64(a: Any, name: str) -> np.ndarray:
 def _window_max(output_size: Sequence[int], input_size: Sequence[int], scales: Sequence[Optional[float]]) -> int:
     """The largest number of outputs one input element sums (the product of the longest window per dim)."""
     resolved = reference.resolve_scales(output_size, input_size, *scales)
-    longest = 1
-    for k in range(3):
-        lo = reference.window_starts(int(input_size[2 + k]), int(output_size[k]), resolved[k])
-        longest *= max(1, int(np.max(np.diff(lo))) if lo.size > 1 else 1)
-    return longest
+    starts = (reference.window_starts(int(input_size[2 + k]), int(output_size[k]), resolved[k]) for k in range(3))
+    return math.prod(max(1, int(np.diff(lo).max())) for lo in starts)
 
 
 def adjoint_check(x: np.ndarray, g: np.ndarray, fx: np.ndarray, bg: np.ndarray, output_size: Sequence[int],
@@ -74,11 +72,9 @@ def adjoint_check(x: np.ndarray, g: np.ndarray, fx: np.ndarray, bg: np.ndarray, 
         raise ValueError(f"fx: shape must be g's {g64.shape}, got {fx64.shape}")
     if bg64.shape != x64.shape:
         raise ValueError(f"bg: shape must be x's {x64.shape}, got {bg64.shape}")
-    predicted = reference.adjoint_residual(x, g, output_size, scales_d, scales_h, scales_w,
-                                                   layout=layout, soc=soc)
-    isz = _input_size(x, layout)
-    mismatches = reference.adjoint_mismatches(output_size, isz, scales_d, scales_h,
-                                                      scales_w, soc=soc)
+    predicted = reference.adjoint_residual(x, g, output_size, scales_d, scales_h, scales_w, layout=layout, soc=soc)
+    isz = _logical(x64, layout)  # (adjoint_residual has checked x and layout)
+    mismatches = reference.adjoint_mismatches(output_size, isz, scales_d, scales_h, scales_w, soc=soc)
     osz = [int(v) for v in output_size]
     kept = [osz[k] - len(mismatches["DHW"[k]]) for k in range(3)]
     mismatched = math.prod(osz) - math.prod(kept)
@@ -107,13 +103,6 @@ def adjoint_check(x: np.ndarray, g: np.ndarray, fx: np.ndarray, bg: np.ndarray, 
     return AdjointResult(lhs, rhs, residual, predicted, bound, mismatched, passed)
 
 
-def _input_size(x: np.ndarray, layout: str) -> tuple[int, int, int, int, int]:
-    s = np.shape(x)
-    if len(s) != 5:
-        raise ValueError(f"x: expected 5 dims, got shape {s}")
-    return (s[0], s[1], s[2], s[3], s[4]) if layout == "NCDHW" else (s[0], s[4], s[1], s[2], s[3])
-
-
 def random_pair(input_shape: Sequence[int], output_shape: Sequence[int], dtype: Any,
                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Random x (*input_shape*) and g (*output_shape*) in *dtype* from *seed*: small integers (x in [-8, 8], g in
@@ -131,9 +120,7 @@ def device_adjoint_check(session: Any, input_size: Sequence[int], output_size: S
     (*input_size* ``(N, C, D, H, W)`` in every layout; *scales* go to both; *soc* as for :func:`adjoint_check`)."""
     n, c, d, h, w = (int(v) for v in input_size)
     od, oh, ow = (int(v) for v in output_size)
-    phys_in = (n, c, d, h, w) if layout == "NCDHW" else (n, d, h, w, c)
-    phys_out = (n, c, od, oh, ow) if layout == "NCDHW" else (n, od, oh, ow, c)
-    x, g = random_pair(phys_in, phys_out, dtype, seed)
+    x, g = random_pair(_phys(layout, n, c, d, h, w), _phys(layout, n, c, od, oh, ow), dtype, seed)
     fx = session.forward(x, (od, oh, ow), *scales, layout=layout)
     bg = session.backward(g, (od, oh, ow), (n, c, d, h, w), *scales, layout=layout)
     return adjoint_check(x, g, fx, bg, (od, oh, ow), *scales, layout=layout, soc=soc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -93,3 +94,16 @@ def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any, func: str = PH
             raise _type_fail(name, f"expected a float or None, got {type(v).__name__} {v!r}", func)
         out.append(float(v))
     return out[0], out[1], out[2]
+
+
+def _check_scale_values(scales: tuple[float, float, float], func: str = PHASE1) -> None:
+    """The documented rule on scales, for both operators: each finite and >= 0 (161002 naming the first that is not)."""
+    for name, s in zip(SCALE_NAMES, scales):
+        if not math.isfinite(s) or s < 0:
+            raise _fail(name, f"scale must be finite and >= 0 (0 or None means not given), got {s!r}", func=func)
+
+
+def _mixed_given(scales: tuple[float, float, float]) -> str:
+    """``"scalesD=2.0, ..."``, the scales that are > 0, when only some of the three are (else "")."""
+    given = [f"{name}={s!r}" for name, s in zip(SCALE_NAMES, scales) if s > 0]
+    return ", ".join(given) if len(given) < 3 else ""

@@ -18,7 +18,9 @@ from .arguments import (
     SUPPORTED,
     SUPPORTED_NAMES,
     TensorSpec,
+    _check_scale_values,
     _fail,
+    _mixed_given,
     int_sequence,
     normalize_scales,
     scale_triple,
@@ -93,42 +95,35 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
     if tuple(grad_in.shape) != want_in:
         raise _fail("gradInput", f"shape must be {list(want_in)} ({_layout_name(grad_in.format)} from inputSize), "
                                  f"got {list(grad_in.shape)}")
-    for k, name in enumerate(SCALE_NAMES):
-        s = scales[k]
+    for k, (name, s) in enumerate(zip(SCALE_NAMES, scales)):
         real = s if s > 0 else out_sz[k] / in_sz[2 + k]
         if real > MAX_SCALE:
             source = f"{name}={s!r}" if s > 0 else f"outputSize/inputSize = {out_sz[k]}/{in_sz[2 + k]}"
             raise _fail(name, f"scale must be <= {MAX_SCALE:g}, got {real!r} ({source})")
     # 5. INT32_MAX per gradOut dim (CANN skips this on Ascend950)
-    if not skip_uplimit:
-        for dim in grad_out.shape:
-            if dim > INT32_MAX:
-                raise _fail("gradOut", f"each dim must be <= INT32_MAX ({INT32_MAX}), got {list(grad_out.shape)}")
+    if not skip_uplimit and max(grad_out.shape) > INT32_MAX:
+        raise _fail("gradOut", f"each dim must be <= INT32_MAX ({INT32_MAX}), got {list(grad_out.shape)}")
     if strict:
         _check_documented_limits(grad_out, out_sz, in_sz, scales)
     if all(grad_out.shape):  # (an empty gradOut returns before the copy)
         view_copy_layouts("gradOut", grad_out, "gradInput", grad_in, PHASE1)
-    used = scales if all(s > 0 for s in scales) else (0.0, 0.0, 0.0)
-    if any(s > 0 for s in scales) and not all(s > 0 for s in scales):
+    given = _mixed_given(scales)
+    if given:
         warnings.warn(MixedScalesWarning(
             f"scales (scalesD, scalesH, scalesW) = {scales}: only some are > 0, so CANN ignores all three "
-            f"(ignored: {', '.join(f'{nm}={s!r}' for nm, s in zip(SCALE_NAMES, scales) if s > 0)}) and uses "
-            "outputSize/inputSize in every dim. Pass all three scales or none."), stacklevel=3)
-    return used
+            f"(ignored: {given}) and uses outputSize/inputSize in every dim. Pass all three scales or none."),
+            stacklevel=3)
+    return scales if all(s > 0 for s in scales) else (0.0, 0.0, 0.0)
 
 
 def _check_documented_limits(grad_out: TensorSpec, out_sz: list[int], in_sz: list[int],
                              scales: tuple[float, float, float]) -> None:
-    for k, name in enumerate(SCALE_NAMES):
-        s = scales[k]
-        if math.isnan(s) or math.isinf(s) or s < 0:
-            raise _fail(name, f"scale must be finite and >= 0 (0 or None means not given), got {s!r}")
+    _check_scale_values(scales)
     n, c, i_d, i_h, i_w = in_sz
     o_d, o_h, o_w = out_sz
     for param, dims in (("gradOut", (n, c, o_d, o_h, o_w)), ("gradInput", tuple(in_sz))):
-        for dim in dims:
-            if dim > DIM_LIMIT:
-                raise _fail(param, f"each dim must be <= 2^20 ({DIM_LIMIT}) (documented limit), got {list(dims)}")
+        if max(dims) > DIM_LIMIT:
+            raise _fail(param, f"each dim must be <= 2^20 ({DIM_LIMIT}) (documented limit), got {list(dims)}")
     if n * c * o_d * o_h >= 2 ** 31:
         raise _fail("gradOut", f"N*C*D*H must be < 2^31 (documented limit), got {n}*{c}*{o_d}*{o_h} = "
                                f"{n * c * o_d * o_h}")
@@ -218,6 +213,11 @@ def _bad_dtype(dt: DataType) -> BadCase:
                    161002, "gradOut")
 
 
+def _same(label: str, shape: tuple[int, ...], param: str, **kw: Any) -> BadCase:
+    """A case of gradOut and gradInput both *shape*, and the sizes that go with it."""
+    return BadCase(label, TensorSpec(shape), shape[2:], shape, TensorSpec(shape), 161002, param, **kw)
+
+
 BAD_CASES: list[BadCase] = [
     # official unit-test cases (cann-abi.md §5.6)
     *[_bad_dtype(dt) for dt in (DataType.UINT8, DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
@@ -243,31 +243,22 @@ BAD_CASES: list[BadCase] = [
             TensorSpec((2, 3, 4, 5, 2), F32, NDHWC), 161002, "gradOut"),
     BadCase("size ratio > 50", TensorSpec((1, 1, 51, 1, 1)), (51, 1, 1), (1, 1, 1, 1, 1),
             TensorSpec((1, 1, 1, 1, 1)), 161002, "scalesD"),
-    BadCase("scalesW > 50", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
-            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesW", scales=(1.0, 1.0, 50.5)),
-    BadCase("scale inf", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
-            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesH", scales=(1.0, math.inf, 1.0)),
+    _same("scalesW > 50", (1, 1, 2, 2, 2), "scalesW", scales=(1.0, 1.0, 50.5)),
+    _same("scale inf", (1, 1, 2, 2, 2), "scalesH", scales=(1.0, math.inf, 1.0)),
     BadCase("gradOut dim > INT32_MAX", TensorSpec((1, 1, 1, 1, 2 ** 31)), (1, 1, 2 ** 31), (1, 1, 1, 1, 2 ** 26),
             TensorSpec((1, 1, 1, 1, 2 ** 26)), 161002, "gradOut"),
     # documented limits that only the strict host checks enforce (cann-abi.md §5.5)
-    BadCase("dim > 2^20", TensorSpec((1, 1, 1, 1, 2 ** 20 + 1)), (1, 1, 2 ** 20 + 1), (1, 1, 1, 1, 2 ** 20 + 1),
-            TensorSpec((1, 1, 1, 1, 2 ** 20 + 1)), 161002, "gradOut", cann_checks=False),
-    BadCase("N*C*D*H >= 2^31", TensorSpec((2 ** 11, 2 ** 10, 2 ** 10, 1, 1)), (2 ** 10, 1, 1),
-            (2 ** 11, 2 ** 10, 2 ** 10, 1, 1), TensorSpec((2 ** 11, 2 ** 10, 2 ** 10, 1, 1)), 161002, "gradOut",
-            cann_checks=False),
-    BadCase("W*H >= 2^31", TensorSpec((1, 1, 1, 2 ** 20, 2 ** 11)), (1, 2 ** 20, 2 ** 11), (1, 1, 1, 2 ** 20, 2 ** 11),
-            TensorSpec((1, 1, 1, 2 ** 20, 2 ** 11)), 161002, "gradInput", cann_checks=False),
-    BadCase("memory >= 60 GiB", TensorSpec((4, 16, 256, 512, 512)), (256, 512, 512), (4, 16, 256, 512, 512),
-            TensorSpec((4, 16, 256, 512, 512)), 161002, "gradOut", cann_checks=False),
+    _same("dim > 2^20", (1, 1, 1, 1, 2 ** 20 + 1), "gradOut", cann_checks=False),
+    _same("N*C*D*H >= 2^31", (2 ** 11, 2 ** 10, 2 ** 10, 1, 1), "gradOut", cann_checks=False),
+    _same("W*H >= 2^31", (1, 1, 1, 2 ** 20, 2 ** 11), "gradInput", cann_checks=False),
+    _same("memory >= 60 GiB", (4, 16, 256, 512, 512), "gradOut", cann_checks=False),
     BadCase("outputSize != floor(inputSize*scale)", TensorSpec((2, 2, 5, 8, 12)), (5, 8, 12), (2, 2, 2, 4, 8),
             TensorSpec((2, 2, 2, 4, 8)), 161002, "outputSize", scales=(2.0, 2.0, 1.5), cann_checks=False),
     # (CANN's phase 1 reads scalesD = 10; the kernel gets 60/1, and the Atlas A2/A3 tiling refuses it at launch)
     BadCase("size ratio > 50, mixed scales", TensorSpec((1, 1, 60, 2, 2)), (60, 2, 2), (1, 1, 1, 2, 2),
             TensorSpec((1, 1, 1, 2, 2)), 161002, "outputSize", scales=(10.0, 0.0, 0.0), cann_checks=False),
-    BadCase("negative scale", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
-            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesD", scales=(-1.0, 1.0, 1.0), cann_checks=False),
-    BadCase("NaN scale", TensorSpec((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, 2, 2),
-            TensorSpec((1, 1, 2, 2, 2)), 161002, "scalesW", scales=(1.0, 1.0, math.nan), cann_checks=False),
+    _same("negative scale", (1, 1, 2, 2, 2), "scalesD", scales=(-1.0, 1.0, 1.0), cann_checks=False),
+    _same("NaN scale", (1, 1, 2, 2, 2), "scalesW", scales=(1.0, 1.0, math.nan), cann_checks=False),
 ]
 
 #: Valid calls from the official unit tests (cann-abi.md §5.6); each gives 0.

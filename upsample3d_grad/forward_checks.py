@@ -13,8 +13,10 @@ from acl_bindings.enums import dtype_name
 
 from .arguments import SCALE_NAMES as _SCALE_NAMES
 from .arguments import SUPPORTED as _SUPPORTED
-from .checks import MixedScalesWarning, TensorSpec, int_sequence, normalize_scales, view_copy_layouts
+from .arguments import _check_scale_values, _mixed_given
+from .checks import MixedScalesWarning, TensorSpec, _layout_name, int_sequence, normalize_scales, view_copy_layouts
 from .checks import _fail as checks_fail
+from .op import physical_shape
 
 __all__ = [
     "FORWARD_PHASE1", "SCALE_EPSILON", "check_forward_params", "forward_result_shape", "ForwardCase",
@@ -33,10 +35,6 @@ def _fail(param: str, rule: str, code: int = 161002) -> AclnnParamError:
     return checks_fail(param, rule, code, FORWARD_PHASE1)  # (names the parameter in C and Python, as the backward's)
 
 
-def _layout(fmt: int) -> str:
-    return "NDHWC" if fmt == Format.NDHWC else "NCDHW"
-
-
 def _cdhw(spec: TensorSpec) -> tuple[int, int, int, int]:
     """C, D, H, W of self's view in self's layout (NDHWC: C last)."""
     s = spec.shape
@@ -45,14 +43,8 @@ def _cdhw(spec: TensorSpec) -> tuple[int, int, int, int]:
 
 def forward_result_shape(self_spec: TensorSpec, output_size: tuple[int, int, int]) -> tuple[int, ...]:
     """The out shape phase 1 requires: ``[N, C, oD, oH, oW]``, or ``[N, oD, oH, oW, C]`` when self is NDHWC."""
-    n, c = self_spec.shape[0], _cdhw(self_spec)[0]
     od, oh, ow = output_size
-    return (n, od, oh, ow, c) if self_spec.format == Format.NDHWC else (n, c, od, oh, ow)
-
-
-def _band(in_size: int, scale: float) -> tuple[int, int]:
-    lo, hi = in_size * (scale - SCALE_EPSILON), in_size * (scale + SCALE_EPSILON)
-    return int(lo), int(hi)  # (truncation toward zero, as the C++ double-to-int64 conversion)
+    return physical_shape(self_spec.format, self_spec.shape[0], _cdhw(self_spec)[0], od, oh, ow)
 
 
 def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scales_d: Any, scales_h: Any,
@@ -90,20 +82,20 @@ def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scal
     for name, value in zip("DHW", (d, h, w)):
         if value <= 0:
             raise _fail("self", f"{name} must be > 0, got shape {list(self_spec.shape)} "
-                                f"({_layout(self_spec.format)})")
+                                f"({_layout_name(self_spec.format)})")
     for k, name in enumerate("DHW"):
         if osz[k] <= 0:
             raise _fail("outputSize", f"{name} must be > 0, got {osz}")
     if c <= 0:
         raise _fail("self", f"C must be > 0 (a non-empty 5-D tensor), got shape {list(self_spec.shape)} "
-                            f"({_layout(self_spec.format)})")
+                            f"({_layout_name(self_spec.format)})")
     if all(s > 0 for s in scales):
-        for k, (name, s) in enumerate(zip(_SCALE_NAMES, scales)):
-            in_k = (d, h, w)[k]
+        for k, (name, s, in_k) in enumerate(zip(_SCALE_NAMES, scales, (d, h, w))):
             if not in_k * (s + SCALE_EPSILON) < _INT64_LIMIT:
                 raise _fail(name, f"{s!r} times the input size {in_k} does not fit in int64 (CANN's band check "
                                   "converts it)")
-            lo, hi = _band(in_k, s)
+            # (truncation toward zero, as the C++ double-to-int64 conversion)
+            lo, hi = int(in_k * (s - SCALE_EPSILON)), int(in_k * (s + SCALE_EPSILON))
             if not lo <= osz[k] <= hi:
                 raise _fail(name, f"{s!r} conflicts with outputSize {'DHW'[k]}={osz[k]}: with input size {in_k} "
                                   f"outputSize must lie in [{lo}, {hi}] (trunc(I*(s -/+ 1e-5)))")
@@ -114,14 +106,14 @@ def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scal
         raise _fail("outputSize", f"expected 3 values (D, H, W), got {len(osz)}: {osz}")
     want = forward_result_shape(self_spec, (osz[0], osz[1], osz[2]))
     if tuple(out.shape) != want:
-        raise _fail("out", f"shape must be {list(want)} ({_layout(self_spec.format)}, from self's N, C and "
+        raise _fail("out", f"shape must be {list(want)} ({_layout_name(self_spec.format)}, from self's N, C and "
                            f"outputSize), got {list(out.shape)}")
     if strict:
         _check_documented(self_spec, osz, scales)
     if self_spec.shape[0]:  # (an empty self returns before the copy)
         view_copy_layouts("self", self_spec, "out", out, FORWARD_PHASE1)
-    if any(s > 0 for s in scales) and not all(s > 0 for s in scales):
-        given = ", ".join(f"{nm}={s!r}" for nm, s in zip(_SCALE_NAMES, scales) if s > 0)
+    given = _mixed_given(scales)
+    if given:
         what = ("Ascend950 uses them per dim" if soc == "ascend950"
                 else "CANN ignores all three and uses the size ratio in every dim")
         warnings.warn(MixedScalesWarning(f"scales {scales}: only some are > 0 ({given}); {what}. "
@@ -130,17 +122,12 @@ def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scal
 
 
 def _check_documented(self_spec: TensorSpec, osz: list[int], scales: tuple[float, float, float]) -> None:
-    for name, s in zip(_SCALE_NAMES, scales):
-        if math.isnan(s) or math.isinf(s) or s < 0:
-            raise _fail(name, f"scale must be finite and >= 0 (0 or None means not given), got {s!r}")
+    _check_scale_values(scales, FORWARD_PHASE1)
     for param, dims in (("self", self_spec.shape), ("outputSize", tuple(osz))):
-        for dim in dims:
-            if dim > INT32_MAX:
-                raise _fail(param, f"each dim must be <= INT32_MAX ({INT32_MAX}) (documented), got {list(dims)}")
+        if max(dims) > INT32_MAX:
+            raise _fail(param, f"each dim must be <= INT32_MAX ({INT32_MAX}) (documented), got {list(dims)}")
     if all(s > 0 for s in scales):
-        _, d, h, w = _cdhw(self_spec)
-        for k, s in enumerate(scales):
-            in_k = (d, h, w)[k]
+        for k, (s, in_k) in enumerate(zip(scales, _cdhw(self_spec)[1:])):
             want = math.floor(in_k * s)
             if osz[k] != want:
                 raise _fail("outputSize", f"must equal floor(self*scale) when scales are given (documented): "

@@ -178,7 +178,9 @@ class Session(_generic.Session):
         inp = host_view(inp, names.in_label)
         out = host_view(out, names.out_label, writable=True)
         with self._lock, self._active():
-            self._check_device_arrays((inp, out), (names.in_param, names.out_param), names.func)
+            for arr, param in ((inp, names.in_param), (out, names.out_param)):
+                if isinstance(arr, DeviceArray):
+                    self.own_array(arr, param, names.func)
             if isinstance(out, np.ndarray) and not out.flags.writeable:
                 raise checks.AclnnParamError(161002, names.func, f"{names.out_label}: the numpy array is read-only")
             in_spec = inp.spec() if isinstance(inp, DeviceArray) else checks.spec_of(inp, layout, names.in_param,
@@ -236,18 +238,6 @@ class Session(_generic.Session):
         return PreparedCall(self, grad_output, output_size, input_size, scales, out=out, plan=plan, sync=sync,
                             strict=strict)
 
-    def _check_device_arrays(self, arrays: Sequence[Any], params: Sequence[str] = ("gradOut", "gradInput"),
-                             func: str = checks.PHASE1) -> None:
-        """The device arrays among *arrays* must be open and of this session (:meth:`own_array`)."""
-        for arr, param in zip(arrays, params):
-            if isinstance(arr, DeviceArray):
-                self.own_array(arr, param, func)
-
-    def _launch(self, go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
-                user_scales: Sequence[Optional[float]], gi: DeviceArray) -> None:
-        """Phase 1 (or a kept plan), workspace, phase 2 on the session's stream."""
-        self._run(OP, self._values(go, output_size, input_size, user_scales, gi))
-
     @staticmethod
     def _values(go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 user_scales: Sequence[Optional[float]], gi: DeviceArray) -> tuple[Any, ...]:
@@ -272,7 +262,7 @@ class Session(_generic.Session):
             with Event(self.device) as start, Event(self.device) as end:
                 for _ in range(runs):
                     start.record(self.stream)
-                    self._launch(grad_output, output_size, input_size, (sd, sh, sw), out)
+                    self._run(OP, self._values(grad_output, output_size, input_size, (sd, sh, sw), out))
                     end.record(self.stream)
                     end.synchronize()
                     times.append(end.elapsed_ms(start))

@@ -49,11 +49,7 @@ def describe_tensor(t: Any) -> TorchDescription:
 
 # --------------------------------------------------------------------------- NPU tensors (torch_npu)
 
-def _npu_format(t: Any) -> int | None:
-    try:
-        import torch_npu
-    except ImportError:
-        return None
+def _npu_format(torch_npu: Any, t: Any) -> int | None:
     get = getattr(torch_npu, "get_npu_format", None)
     if get is None:
         return None
@@ -96,7 +92,7 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
         if not is_tensor(t) or t.device != device:
             raise TypeError(f"{name}: expected a tensor on {device}, got "
                             f"{t.device if is_tensor(t) else type(t).__name__}")
-        npu_fmt = _npu_format(t)
+        npu_fmt = _npu_format(torch_npu, t)
         if npu_fmt is not None and npu_fmt not in _PLAIN_FORMATS:
             raise AclnnParamError(161002, func,
                                   f"{name}: the tensor uses the NPU-private format {npu_fmt}; convert it first "
@@ -123,49 +119,51 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
     return size
 
 
+def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: str, params: tuple[str, str, str],
+              out_shape: Callable[[checks.TensorSpec], tuple[int, ...]],
+              check: Callable[[checks.TensorSpec, checks.TensorSpec], tuple[Any, ...]]) -> Any:
+    """Run *op* on NPU tensor *x* into *out* (made when None, of ``out_shape(x's spec)``): *params* name *x* in
+    Python, *x* and *out* in C; ``check(x's spec, out's spec)`` runs the host checks before any allocation and
+    returns *op*'s arguments between the two tensors."""
+    torch, torch_npu = _npu_setup(((params[0], x), ("out", out)), func)
+    fmt = checks.layout_format(layout, func)
+    x_desc = TorchDescription(x, params[1], func)
+    x_spec = _spec(x_desc, fmt)
+    if out is None:
+        out_spec = checks.TensorSpec(out_shape(x_spec), x_spec.dtype, int(fmt))
+    else:
+        out_spec = _spec(TorchDescription(out, params[2], func), fmt)
+    between = check(x_spec, out_spec)  # before any allocation
+    if out is None:
+        out = torch.empty(out_spec.shape, dtype=x.dtype, device=x.device)
+    _npu_launch(op, (x_desc.arg(fmt), *between, TorchDescription(out).arg(fmt)), x.device, torch, torch_npu)
+    return tensor_to_numpy(out.cpu()) if return_type == "numpy" else out
+
+
 def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int],
                   scales: tuple[float | None, float | None, float | None], layout: str, out: Any,
                   return_type: str, strict: bool) -> Any:
-    torch, torch_npu = _npu_setup((("grad_output", go), ("out", out)), checks.PHASE1)
-    fmt = checks.layout_format(layout)
-    go_desc = TorchDescription(go)
-    go_spec = checks.TensorSpec(go_desc.shape, _acl_dtype(go_desc.dtype), int(fmt))
-    if out is None:
-        gi_spec = checks.TensorSpec(checks.result_shape(input_size, layout), go_spec.dtype, int(fmt))
-    else:
-        out_desc = TorchDescription(out)
-        gi_spec = checks.TensorSpec(out_desc.shape, _acl_dtype(out_desc.dtype), int(fmt))
-    checks.check_params(go_spec, output_size, input_size, *scales, gi_spec, strict=strict)  # before any allocation
-    sd, sh, sw = checks.normalize_scales(*scales)
-    if out is None:
-        out = torch.empty(gi_spec.shape, dtype=go.dtype, device=go.device)
-    values = (go_desc.arg(fmt), tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), sd, sh, sw,
-              TorchDescription(out).arg(fmt))
-    _npu_launch(OP, values, go.device, torch, torch_npu)
-    if return_type == "numpy":
-        return tensor_to_numpy(out.cpu())
-    return out
+    def check(go_spec: checks.TensorSpec, gi_spec: checks.TensorSpec) -> tuple[Any, ...]:
+        checks.check_params(go_spec, output_size, input_size, *scales, gi_spec, strict=strict)
+        sd, sh, sw = checks.normalize_scales(*scales)
+        return tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), sd, sh, sw
+
+    return _npu_call(OP, checks.PHASE1, go, out, layout, return_type, ("grad_output", "gradOut", "gradOut"),
+                     lambda _: checks.result_shape(input_size, layout), check)
 
 
 def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None, float | None, float | None],
                  layout: str, out: Any, return_type: str, strict: bool) -> Any:
-    torch, torch_npu = _npu_setup((("input", x), ("out", out)), FORWARD.phase1_name)
-    fmt = checks.layout_format(layout, FORWARD.phase1_name)
-    x_desc = TorchDescription(x, "self", FORWARD.phase1_name)
-    x_spec = checks.TensorSpec(x_desc.shape, _acl_dtype(x_desc.dtype), int(fmt))
-    if out is None:
-        y_spec = checks.TensorSpec(result_shape(x_spec, output_size), x_spec.dtype, int(fmt))
-    else:
-        out_desc = TorchDescription(out, "out", FORWARD.phase1_name)
-        y_spec = checks.TensorSpec(out_desc.shape, _acl_dtype(out_desc.dtype), int(fmt))
-    sd, sh, sw = check_forward_params(x_spec, output_size, *scales, y_spec, strict=strict)  # before any allocation
-    if out is None:
-        out = torch.empty(y_spec.shape, dtype=x.dtype, device=x.device)
-    values = (x_desc.arg(fmt), tuple(int(v) for v in output_size), sd, sh, sw, TorchDescription(out).arg(fmt))
-    _npu_launch(FORWARD, values, x.device, torch, torch_npu)
-    if return_type == "numpy":
-        return tensor_to_numpy(out.cpu())
-    return out
+    def check(x_spec: checks.TensorSpec, y_spec: checks.TensorSpec) -> tuple[Any, ...]:
+        sd, sh, sw = check_forward_params(x_spec, output_size, *scales, y_spec, strict=strict)
+        return tuple(int(v) for v in output_size), sd, sh, sw
+
+    return _npu_call(FORWARD, FORWARD.phase1_name, x, out, layout, return_type, ("input", "self", "out"),
+                     lambda x_spec: result_shape(x_spec, output_size), check)
+
+
+def _spec(desc: TorchDescription, fmt: Any) -> checks.TensorSpec:
+    return checks.TensorSpec(desc.shape, int(dtype_to_acl(desc.dtype)), int(fmt))
 
 
 def run_borrowed(op: Any, values: tuple[Any, ...], workspace: Callable[[int], tuple[int, Any]],
@@ -186,6 +184,3 @@ def run_borrowed(op: Any, values: tuple[Any, ...], workspace: Callable[[int], tu
 
     return run_once(op, values, reserve, stream)  # a borrowed aclrtStream, not an acl_bindings.Stream
 
-
-def _acl_dtype(dt: np.dtype) -> int:
-    return int(dtype_to_acl(dt))

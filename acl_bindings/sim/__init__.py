@@ -83,6 +83,8 @@ def op_cache_entries() -> int:
 def set_repeatable(on: bool) -> bool:
     """Whether aclSetAclOpExecutorRepeatable accepts executors (False: 561000 for all); returns the previous."""
     return bool(_lib().cannsimSetRepeatable(1 if on else 0))
+
+
 def set_stream_mode(mode: str) -> str:
     """Set when queued stream work runs: ``"async"`` (the default), ``"deferred"`` or ``"sync"``.
 

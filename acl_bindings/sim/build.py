@@ -41,17 +41,9 @@ def library_names(runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv")
 
 def find_compiler(cc: str | None = None) -> str | None:
     """The full path of a C compiler: *cc* (name or path), else ``$CC``, ``cc``, ``gcc``, ``clang``; None if none."""
-    candidates: list[str] = []
-    if cc:
-        candidates.append(cc)
-    else:
-        env_cc = os.environ.get("CC", "").strip()
-        if env_cc:
-            candidates.append(env_cc)
-        candidates += ["cc", "gcc", "clang"]
-    for cand in candidates:
-        exe = cand.split()[0] if cand.split() else cand
-        found = shutil.which(exe)
+    candidates = [cc] if cc else [os.environ.get("CC", "").strip(), "cc", "gcc", "clang"]
+    for cand in filter(None, candidates):
+        found = shutil.which(cand.split()[0] if cand.split() else cand)
         if found:
             return found
     return None

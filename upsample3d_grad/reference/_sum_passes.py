@@ -66,11 +66,12 @@ class _TableInfo:
         loops = np.where(ell >= _BIG_RUN, run_n, adds)
         self._ns = (float(np.dot(run_n[ns], adds[ns])), float(loops[ns].sum()), int(calls[ns].sum()))
         self._split_calls = int(np.dot(run_n[split], ell[split] - 1))
-        self._slide: tuple[list[int], list[tuple[int, int]]] | None = None
+        self._slide: tuple[list[int], list[tuple[int, int]], dict[int, int]] | None = None
         self._weights: np.ndarray | None = None
 
-    def slide_info(self) -> tuple[list[int], list[tuple[int, int]]]:
-        """Distinct window lengths, and the sliding-sum build steps ``(w, l)``: ``S_w[p] = S_l[p] + S_(w-l)[p + l]``."""
+    def slide_info(self) -> tuple[list[int], list[tuple[int, int]], dict[int, int]]:
+        """Distinct window lengths, the sliding-sum build steps ``(w, l)``: ``S_w[p] = S_l[p] + S_(w-l)[p + l]``, and
+        the buffer slot of each length > 0."""
         if self._slide is None:
             lengths = sorted({ell for _, _, ell, _ in self.runs})
             steps: list[tuple[int, int]] = []
@@ -87,7 +88,7 @@ class _TableInfo:
 
             for v in lengths:
                 build(max(v, 1))
-            self._slide = (lengths, steps)
+            self._slide = (lengths, steps, {v: k for k, v in enumerate(v for v in lengths if v > 0)})
         return self._slide
 
     def weights(self) -> np.ndarray:
@@ -116,7 +117,7 @@ class _TableInfo:
         if forced is None and calls <= 4:
             return best
         if forced in (None, "slide"):
-            lengths, steps = self.slide_info()
+            lengths, steps, _ = self.slide_info()
             n_in = outer * self.out_size * inner
             passes = len(steps) + (1 if 1 in lengths else 0)
             slide_calls = passes + (1 if 0 in lengths else 0) + 1
@@ -214,11 +215,9 @@ class _AxisOp:
         inner = math.prod(x.shape[axis + 1 :])
         outer = math.prod(x.shape[:axis])
         n = outer * size * inner
-        lengths, steps = self.info.slide_info()
-        slots = [v for v in lengths if v > 0]
-        slot = {v: k for k, v in enumerate(slots)}
-        buf = np.empty(len(slots) * n + inner, dtype=np.float32)
-        buf[len(slots) * n :] = 0  # the zero row of empty windows
+        _, steps, slot = self.info.slide_info()
+        buf = np.empty(len(slot) * n + inner, dtype=np.float32)
+        buf[len(slot) * n :] = 0  # the zero row of empty windows
         flat = x.reshape(-1)
         if 1 in slot:
             np.copyto(buf[slot[1] * n : slot[1] * n + n], flat, casting="unsafe")
@@ -241,11 +240,9 @@ class _AxisOp:
         rows = self.rows.get(key)
         if rows is None:
             info = self.info
-            lengths, _ = info.slide_info()
-            slots = [v for v in lengths if v > 0]
-            slot = {v: k for k, v in enumerate(slots)}
+            slot = info.slide_info()[2]
             lens = np.diff(info.lo)
-            zero_row = len(slots) * outer * size
+            zero_row = len(slot) * outer * size
             sl = np.array([slot.get(int(v), 0) for v in lens], dtype=np.int64)
             base = np.where(lens == 0, zero_row, sl * (outer * size) + info.lo[:-1])
             step = np.where(lens == 0, 0, size)

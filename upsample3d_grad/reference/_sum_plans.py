@@ -117,11 +117,8 @@ class SumPlan:
         return total, methods, calls
 
     def _ops(self, d_info: _TableInfo | None = None) -> list[_AxisOp]:
-        ops = []
-        for k, (m, fallback), split in zip(self.order, self.methods, self.splits):
-            info = d_info if (k == 0 and d_info is not None) else self.dims[k].info
-            ops.append(_AxisOp(self.axes[k], info, m, split, fallback))
-        return ops
+        return [_AxisOp(self.axes[k], d_info if k == 0 and d_info is not None else self.dims[k].info, m, split,
+                        fallback) for k, (m, fallback), split in zip(self.order, self.methods, self.splits)]
 
     def _scat(self, d_lo: np.ndarray | None = None) -> list[tuple[int, Any, Any]]:
         res = []
@@ -151,21 +148,19 @@ class SumPlan:
         i_d = len(lo_d) - 1
         share = _OVERHEAD_SHARE * max(est, size * _T_EL) / _T_CALL  # numpy calls the overhead share pays for
         d_calls = self.pass_calls[self.order.index(0)] if 0 in self.order else 0
-        if d_calls > _D_MAJOR_CALLS and i_d >= 2:
-            # D-major: blocks of D windows over groups of (N, C) units.  A block's D pass sums only its own
-            # windows, so irregular D windows (one call each) do not multiply with the chunk count.
-            budget = max(1, int((share - d_calls) / (calls - d_calls + 3)))
-            n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
-            if n_chunks <= 1:
-                return [(everything, everything, self._ops(), self._scat())]
+        # D-major: blocks of D windows over groups of (N, C) units.  A block's D pass sums only its own
+        # windows, so irregular D windows (one call each) do not multiply with the chunk count.
+        d_major = d_calls > _D_MAJOR_CALLS and i_d >= 2
+        once = d_calls if d_major else 0  # numpy calls paid once, not per chunk
+        budget = max(1, int((share - once) / (calls - once + 3)))
+        n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
+        if n_chunks <= 1:
+            return [(everything, everything, self._ops(), self._scat())]
+        if d_major:
             groups = min(n_units, max(1, -(-size // (i_d * _CHUNK_ELEMS))), n_chunks)
             d_blocks = min(i_d, max(1, n_chunks // groups))
             units = -(-n_units // groups)
         else:
-            budget = max(1, int(share / (calls + 3)))
-            n_chunks = min(want, budget) if _FORCE_CHUNKS is None else _FORCE_CHUNKS
-            if n_chunks <= 1:
-                return [(everything, everything, self._ops(), self._scat())]
             units = max(1, n_units // n_chunks)
             d_blocks = min(i_d, -(-n_chunks // n_units)) if n_chunks > n_units else 1
         bsl: list[tuple[slice, ...]]
