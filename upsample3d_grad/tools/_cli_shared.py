@@ -19,7 +19,8 @@ from acl_bindings import (
     load_backend,
 )
 
-from . import _jsonout
+from . import _jsonout, smoke
+from .report_files import clean
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_LIBRARY = 0, 1, 2, 3
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
@@ -44,12 +45,11 @@ def _error(command: str, message: str) -> None:
 
 def _simulator_missing(message: str) -> str:
     """One line from the loader's SimulatorUnavailableError: why no CANN, and what failed in the build."""
-    first = message.splitlines()[0] if message else ""
-    head, sep, _ = first.partition(" the CPU simulator is unavailable")
-    what = next((line[len("What failed: "):] for line in message.splitlines() if line.startswith("What failed: ")),
-                "")
+    lines = message.splitlines() or [""]
+    head, sep, _ = lines[0].partition(" the CPU simulator is unavailable")
     if not sep:
-        return first
+        return lines[0]
+    what = next((line[len("What failed: "):] for line in lines if line.startswith("What failed: ")), "")
     return f"{head} the CPU simulator is not built" + (f": {what}" if what else "")
 
 
@@ -66,16 +66,15 @@ def _load(command: str, refuse_fallback: bool = True) -> Any:
         with warnings.catch_warnings():  # the fallback notice is printed as the first line instead
             warnings.simplefilter("ignore", BackendFallbackWarning)
             backend = load_backend()
-    except SimulatorUnavailableError as exc:  # no usable CANN, and no compiler built the simulator
-        print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
-        _error(command, _simulator_missing(str(exc)))
-        print("fix: install a C compiler (gcc or clang) and run `python -m acl_bindings.sim.build --force` (or "
-              "reinstall), or source CANN's set_env.sh to use real CANN; `python -m acl_bindings` says where it "
-              "looked", file=sys.stderr)
-        return None
     except LibraryNotFoundError as exc:
         print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
-        print(str(exc), file=sys.stderr)
+        if isinstance(exc, SimulatorUnavailableError):  # no usable CANN, and no compiler built the simulator
+            _error(command, _simulator_missing(str(exc)))
+            print("fix: install a C compiler (gcc or clang) and run `python -m acl_bindings.sim.build --force` (or "
+                  "reinstall), or source CANN's set_env.sh to use real CANN; `python -m acl_bindings` says where it "
+                  "looked", file=sys.stderr)
+        else:
+            print(str(exc), file=sys.stderr)
         return None
     except ValueError as exc:  # a bad ACL_BINDINGS_BACKEND value
         print(f"{PROG} {command}: backend {requested!r} - not available", flush=True)
@@ -93,7 +92,7 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line naming the (sub)command's own help."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {_clean(message)} (see '{self.prog} --help')\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {clean(message)} (see '{self.prog} --help')\n")
 
 
 class _Run:
@@ -114,17 +113,12 @@ class _Run:
 _RUN = _Run()
 
 
-def _clean(text: str) -> str:
-    """*text* for the terminal: control characters (ANSI escapes, newlines, bidi overrides) shown as escapes."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
-
-
 def _write_json(path: str, data: Any) -> bool:
     """Write the report (``-``: the real standard output); on failure print why and return False."""
     try:
         _jsonout.write_json(path, data, stdout=_RUN.json_stdout)
     except (OSError, ValueError) as exc:
-        _error(_RUN.command, f"cannot write the report to {_clean(path)}: {exc}")
+        _error(_RUN.command, f"cannot write the report to {clean(path)}: {exc}")
         return False
     if path != _jsonout.STDOUT:
         print(f"report: {path}")
@@ -176,10 +170,12 @@ def _no_library_reason() -> str:
     try:
         load_backend()
     except (LibraryNotFoundError, ValueError) as exc:
-        return " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        return _one_line(exc)
     return "no library could be loaded"
 
 
-def _requested_backend() -> str:
-    value = os.environ.get("ACL_BINDINGS_BACKEND", "auto") or "auto"
-    return value if value in ("auto", "cann", "sim") else "auto"
+def _unavailable_environment(reason: str) -> dict[str, Any]:
+    """The report's environment before (or without) a loaded library: the host facts, *reason* and the backend asked
+    for."""
+    requested = os.environ.get("ACL_BINDINGS_BACKEND", "auto") or "auto"
+    return smoke.unavailable_environment(reason, requested if requested in ("auto", "cann", "sim") else "auto")

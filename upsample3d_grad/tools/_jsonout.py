@@ -3,6 +3,7 @@ atomically (docs/operators.md, "Reports")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -77,8 +78,6 @@ def write_json(path: str, data: Any, stdout: TextIO | None = None) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise

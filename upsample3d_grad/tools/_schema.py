@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["SchemaError", "validate", "errors", "load_schema", "SMOKE_SCHEMA_PATH", "DOCTOR_SCHEMA_PATH"]
 
@@ -33,24 +32,21 @@ def load_schema(path: str | Path = SMOKE_SCHEMA_PATH) -> dict[str, Any]:
     return schema
 
 
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "null": lambda v: v is None,
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
 def _is_type(value: Any, name: str) -> bool:
-    if name == "null":
-        return value is None
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "integer":
-        if isinstance(value, bool):
-            return False
-        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
-    if name == "number":
-        return not isinstance(value, bool) and isinstance(value, (int, float))
-    if name == "string":
-        return isinstance(value, str)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "object":
-        return isinstance(value, dict)
-    raise SchemaError(f"unknown type name {name!r}")
+    if name not in _TYPES:
+        raise SchemaError(f"unknown type name {name!r}")
+    return _TYPES[name](value)
 
 
 def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +85,7 @@ def _check(value: Any, schema: Any, where: Any, root: dict[str, Any], out: list[
         _check(value, _resolve(schema["$ref"], root), where, root, out, known)
     if "type" in schema:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not (_is_type(value, names[0]) or any(_is_type(value, n) for n in names[1:])):
+        if not any(_is_type(value, n) for n in names):
             out.append(f"{_path(where)}: expected {' or '.join(names)}, got {type(value).__name__} {value!r:.80}")
             return  # the other keywords would only repeat the problem
     if "enum" in schema and value not in schema["enum"]:
@@ -110,9 +106,8 @@ def _check(value: Any, schema: Any, where: Any, root: dict[str, Any], out: list[
             elif extra is not True:
                 _check(item, extra, (where, name), root, out, known)
     if isinstance(value, list) and "items" in schema:
-        items = schema["items"]
         for k, item in enumerate(value):
-            _check(item, items, (where, k), root, out, known)
+            _check(item, schema["items"], (where, k), root, out, known)
 
 
 def errors(instance: Any, schema: dict[str, Any]) -> list[str]:

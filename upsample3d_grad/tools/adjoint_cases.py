@@ -6,18 +6,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import numpy as np
-
 from acl_bindings import AclError
-from acl_bindings.enums import BFLOAT16
 
 from ..adjoint import device_adjoint_check
 from ..reference import soc_family
+from .smoke_cases import DTYPES
 
 __all__ = ["AdjointCase", "adjoint_matrix", "run_adjoint_case"]
 
-_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-           "bfloat16": BFLOAT16}
 # (label, input N,C,D,H,W, output size, scales): ties from the facts (§6.4) and shapes without ties
 _SHAPES: list[tuple[str, tuple[int, ...], tuple[int, int, int], tuple[Optional[float], ...]]] = [
     ("ties", (2, 3, 2, 3, 2), (41, 7, 5), (None, None, None)),
@@ -41,19 +37,13 @@ class AdjointCase:
 
 def adjoint_matrix(quick: bool = False) -> list[AdjointCase]:
     """Every dtype and layout for every shape (quick: float32 in both layouts, and every dtype once)."""
-    cases = []
-    for label, isz, osz, scales in _SHAPES:
-        for dtype in _DTYPES:
-            for layout in ("NCDHW", "NDHWC"):
-                if quick and dtype != "float32" and layout == "NDHWC":
-                    continue
-                cases.append(AdjointCase(f"adjoint-{label}-{dtype}-{layout}", dtype, layout, isz, osz, scales))
-    return cases
+    return [AdjointCase(f"adjoint-{label}-{dtype}-{layout}", dtype, layout, isz, osz, scales)
+            for label, isz, osz, scales in _SHAPES for dtype in DTYPES for layout in ("NCDHW", "NDHWC")
+            if not (quick and dtype != "float32" and layout == "NDHWC")]
 
 
 def run_adjoint_case(session: Any, case: AdjointCase, entry: dict[str, Any], soc: str = "") -> dict[str, Any]:
     """Run *case* on *session* and fill the report *entry* (a smoke entry of kind ``"adjoint"``)."""
-    n, c, d, h, w = case.input_size
     entry.update(dtype=case.dtype, layout=case.layout, mode="scales" if case.scales[0] else "sizes",
                  output_size=list(case.output_size), input_size=list(case.input_size),
                  scales=[float(s or 0.0) for s in case.scales],
@@ -61,7 +51,7 @@ def run_adjoint_case(session: Any, case: AdjointCase, entry: dict[str, Any], soc
     t0 = time.perf_counter()
     try:
         result = device_adjoint_check(session, case.input_size, case.output_size, case.scales,
-                                      dtype=_DTYPES[case.dtype], layout=case.layout, soc=soc_family(soc))
+                                      dtype=DTYPES[case.dtype], layout=case.layout, soc=soc_family(soc))
     except AclError as exc:
         entry["got_code"], entry["message"] = exc.code, str(exc).splitlines()[0]
         return entry

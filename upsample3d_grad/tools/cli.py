@@ -38,7 +38,7 @@ def _ints(text: str, n: int) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.replace("x", ",").split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {n} comma-separated integers, got {text!r}") from None
+        values = ()
     if len(values) != n:
         raise argparse.ArgumentTypeError(f"expected {n} comma-separated integers, got {text!r}")
     negative = [v for v in values if v < 0]
@@ -49,7 +49,9 @@ def _ints(text: str, n: int) -> tuple[int, ...]:
 
 def _join_negative_values(parser: argparse.ArgumentParser, raw: list[str]) -> list[str]:
     """``--opt -1,2`` as ``--opt=-1,2``, which argparse would take for an option (missing its range check)."""
-    takes_value = {opt for action in _all_actions(parser) if action.nargs is None and action.option_strings
+    parsers = [parser, *(sub for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+                         for sub in action.choices.values())]
+    takes_value = {opt for p in parsers for action in p._actions if action.nargs is None
                    for opt in action.option_strings}
     out: list[str] = []
     for tok in raw:
@@ -58,15 +60,6 @@ def _join_negative_values(parser: argparse.ArgumentParser, raw: list[str]) -> li
         else:
             out.append(tok)
     return out
-
-
-def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    actions = list(parser._actions)
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                actions.extend(sub._actions)
-    return actions
 
 
 # --------------------------------------------------------------------------- parser
@@ -100,19 +93,13 @@ def _scale(text: str) -> float:
 def _compare(args: argparse.Namespace) -> int:
     try:
         paths = compare.expand_paths(args.reports)
-    except ValueError as exc:
-        args.parser.error(str(exc))
-    if len(paths) < 2:
-        args.parser.error(f"compare needs at least two reports, got {len(paths)}")
-    try:
+        if len(paths) < 2:
+            args.parser.error(f"compare needs at least two reports, got {len(paths)}")
         reports = [compare.load_report(path) for path in paths]
     except (OSError, ValueError) as exc:
         args.parser.error(str(exc))
     doc = compare.compare_reports(reports, paths)
-    if args.markdown:
-        sys.stdout.write(compare.render_markdown(doc))
-    else:
-        sys.stdout.write(compare.render_text(doc))
+    sys.stdout.write((compare.render_markdown if args.markdown else compare.render_text)(doc))
     if args.json and not _write_json(args.json, doc):
         return EXIT_FAIL
     return EXIT_OK if doc["ok"] else EXIT_FAIL
@@ -217,20 +204,20 @@ def _interrupted(args: argparse.Namespace | None) -> None:
     _write_json(path, report)
 
 
-def _expand_json_path(args: argparse.Namespace) -> None:
-    """``--json`` with ``{host}``, ``{rank}``, ``{time}``: replaced, so that one command line serves a fleet."""
+def _json_target(args: argparse.Namespace) -> str | None:
+    """``--json``'s path, checked before the run; ``{host}``, ``{rank}``, ``{time}`` in it replaced, so that one
+    command line serves a fleet."""
     path = getattr(args, "json", None)
     if not isinstance(path, str) or path == _jsonout.STDOUT:
-        return
+        return path
     try:
-        args.json = hostinfo.expand_template(path, args.started_utc)
+        path = args.json = hostinfo.expand_template(path, args.started_utc)
     except ValueError as exc:
         args.parser.error(f"--json: {exc}")
-
-
-def _command_of(raw: Sequence[str]) -> str:
-    """The subcommand named in *raw* (before the parser has run), or ''."""
-    return next((tok for tok in raw if tok in COMMANDS), "")
+    problem = _jsonout.check_target(path)
+    if problem:
+        args.parser.error(problem)
+    return path
 
 
 COMMANDS = ("doctor", "run", "smoke", "bench", "compare")
@@ -242,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _RUN.report = None
     _RUN.json_stdout = sys.stdout
     _RUN.sigint = False
-    _RUN.command = _command_of(raw)
+    _RUN.command = next((tok for tok in raw if tok in COMMANDS), "")  # the subcommand, before the parser has run
     args: argparse.Namespace | None = None
     saved = sys.stdout
     handler = None
@@ -253,22 +240,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         raw = _join_negative_values(parser, raw)
         args, extra = parser.parse_known_args(raw)
-        if not getattr(args, "command", None):
-            if extra:
-                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command = getattr(args, "command", None)
+        if extra:
+            (args.parser if command else parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        if not command:
             parser.print_help()
             return EXIT_USAGE
-        _RUN.command = args.command
-        if extra:
-            args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        _RUN.command = command
         args.argv = [PROG, *raw]
         args.started_utc = hostinfo.utc_now()
-        _expand_json_path(args)
-        path = getattr(args, "json", None)
-        if isinstance(path, str):  # check the report's path before the run
-            problem = _jsonout.check_target(path)
-            if problem:
-                args.parser.error(problem)
+        path = _json_target(args)
         if args.backend:
             os.environ["ACL_BINDINGS_BACKEND"] = args.backend  # read when the backend loads (children inherit it)
         if args.verbose:

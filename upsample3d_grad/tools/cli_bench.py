@@ -43,8 +43,8 @@ def _bench_geometry(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[in
             raise ValueError(f"--scale: expected a finite number in (0, {checks.MAX_SCALE:g}], got {scale!r}")
         out_size = tuple(int(math.floor(v * scale)) for v in (i_d, i_h, i_w))
         scales = (scale, scale, scale)
-    go_shape = (n, c, *out_size) if args.layout == "NCDHW" else (n, *out_size, c)
-    gi_shape = (n, c, i_d, i_h, i_w) if args.layout == "NCDHW" else (n, i_d, i_h, i_w, c)
+    go_shape = checks.physical_shape(args.layout, n, c, *out_size)
+    gi_shape = checks.physical_shape(args.layout, *args.input_size)
     acl_dtype = int(checks.SUPPORTED[list(smoke.DTYPES).index(args.dtype)])
     fmt = int(checks.layout_format(args.layout))
     try:
@@ -87,21 +87,17 @@ def _bench(args: argparse.Namespace) -> int:
     dtype = smoke.DTYPES[args.dtype]
     read_bytes = math.prod(go_shape) * dtype.itemsize
     write_bytes = math.prod(gi_shape) * dtype.itemsize
+    times: list[float] = partial["device_ms"]
+    host_us: list[float] = partial["host_us"]
+    total_runs = 2 * (args.warmup + args.repeat)
     try:
         with Device(args.device) as dev:
             free, total = dev.mem_info()
-    except AclError as exc:
-        _error("bench", f"FAILED: {_one_line(exc)}")
-        return EXIT_FAIL
-    if read_bytes + write_bytes > free:
-        args.parser.error(f"the case needs {_size(read_bytes + write_bytes)} of device memory (gradOut + gradInput) "
-                          f"but device {args.device} has {_size(free)} free of {_size(total)}")
-    host = _random_data(go_shape, dtype)
-    times: list[float] = partial["device_ms"]
-    host_us: list[float] = partial["host_us"]
-    progress = _Progress("bench runs")
-    total_runs = 2 * (args.warmup + args.repeat)
-    try:
+        if read_bytes + write_bytes > free:
+            args.parser.error(f"the case needs {_size(read_bytes + write_bytes)} of device memory (gradOut + "
+                              f"gradInput) but device {args.device} has {_size(free)} free of {_size(total)}")
+        host = _random_data(go_shape, dtype)
+        progress = _Progress("bench runs")
         with Session(args.device) as s:
             go = s.upload(host, args.layout)
             del host

@@ -23,7 +23,7 @@ from ._cli_shared import (
     _load,
     _no_library_reason,
     _one_line,
-    _requested_backend,
+    _unavailable_environment,
     _write_json,
 )
 from .smoke import SAMPLE_EXPECTED, SCHEMA_VERSION
@@ -33,8 +33,13 @@ SAMPLE_OUTPUT_SIZE = (2, 2, 2)
 SAMPLE_INPUT_SIZE = (2, 2, 1, 1, 1)
 
 
-def _sample_input() -> np.ndarray:
-    return np.arange(1, 33, dtype=np.float32).reshape(SAMPLE_GRAD_OUT_SHAPE)
+def _sample(device_id: int) -> tuple[list[float], int]:
+    """Run the official sample on *device_id*: ``(the result as a flat list, the workspace size)``."""
+    with Session(device_id) as s:
+        out = s.backward(np.arange(1, 33, dtype=np.float32).reshape(SAMPLE_GRAD_OUT_SHAPE), SAMPLE_OUTPUT_SIZE,
+                         SAMPLE_INPUT_SIZE)
+        assert isinstance(out, np.ndarray)
+        return out.ravel().tolist(), s.last_workspace_size
 
 
 def _doctor_report(args: argparse.Namespace, env: dict[str, Any], devices: list[dict[str, Any]],
@@ -46,15 +51,14 @@ def _doctor_report(args: argparse.Namespace, env: dict[str, Any], devices: list[
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    _RUN.report = _doctor_report(args, smoke.unavailable_environment("interrupted before the facts were read",
-                                                                     _requested_backend()), [],
+    _RUN.report = _doctor_report(args, _unavailable_environment("interrupted before the facts were read"), [],
                                  ["interrupted"], {"ran": False})
     backend = _load("doctor", refuse_fallback=False)  # a fallback is reported as a problem below
     if backend is None:
         if args.json:
             reason = _no_library_reason()
-            _write_json(args.json, _doctor_report(args, smoke.unavailable_environment(reason, _requested_backend()),
-                                                  [], [f"no library could be loaded: {reason}"], {"ran": False}))
+            _write_json(args.json, _doctor_report(args, _unavailable_environment(reason), [],
+                                                  [f"no library could be loaded: {reason}"], {"ran": False}))
         return EXIT_NO_LIBRARY
 
     if not args.no_run:
@@ -92,8 +96,7 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         searched = ", ".join(p for p, _ in backend.op_candidates) or "no operator library was found"
         print(f"operator:       {env['operator_symbol']} NOT FOUND (searched: {searched})")
-        for path, why in backend.op_failures():
-            problems.append(f"{path} failed to load: {why}")
+        problems += [f"{path} failed to load: {why}" for path, why in backend.op_failures()]
         problems.append("the operator is not exported by any operator library: install the CANN ops package "
                         "(it provides libopapi_cv.so / libopapi.so), then source set_env.sh")
     sample: dict[str, Any] = {"ran": False}
@@ -123,13 +126,9 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _run_sample(device_id: int) -> dict[str, Any]:
     try:
-        with Session(device_id) as s:
-            out = s.backward(_sample_input(), SAMPLE_OUTPUT_SIZE, SAMPLE_INPUT_SIZE)
-            size = s.last_workspace_size
+        result, size = _sample(device_id)
     except (AclError, OSError, ValueError) as exc:
         return {"ran": True, "ok": False, "error": " | ".join(str(exc).splitlines()), "result": None}
-    assert isinstance(out, np.ndarray)
-    result = out.ravel().tolist()
     ok = result == SAMPLE_EXPECTED
     return {"ran": True, "ok": ok, "result": result, "workspace_size": size,
             "error": "" if ok else f"expected {SAMPLE_EXPECTED}, got {result}"}
@@ -145,14 +144,11 @@ def _run(args: argparse.Namespace) -> int:
     print("official sample (cann-abi.md §5.6): gradOut [2,2,2,2,2] = 1..32 (float32, NCDHW), "
           "outputSize [2,2,2], inputSize [2,2,1,1,1], scales 0")
     try:
-        with Session(args.device) as s:
-            out = s.backward(_sample_input(), SAMPLE_OUTPUT_SIZE, SAMPLE_INPUT_SIZE)
-            print(f"device {args.device}, workspace {s.last_workspace_size} bytes")
+        values, size = _sample(args.device)
     except AclError as exc:
         _error("run", f"FAILED: {_one_line(exc)}")
         return EXIT_FAIL
-    assert isinstance(out, np.ndarray)
-    values = out.ravel().tolist()
+    print(f"device {args.device}, workspace {size} bytes")
     for i, v in enumerate(values):
         print(f"result[{i}] = {v:g}")
     if values == SAMPLE_EXPECTED:

@@ -27,14 +27,13 @@ from ._cli_shared import (
     _load,
     _no_library_reason,
     _one_line,
-    _requested_backend,
+    _unavailable_environment,
     _write_json,
 )
 
 
 def _row(k: int, total: int, entry: dict[str, Any]) -> str:
-    status = entry["status"].upper()
-    head = f"[{k:>3}/{total}] {status:<5} {entry['name']:<44}"
+    head = f"[{k:>3}/{total}] {entry['status'].upper():<5} {entry['name']:<44}"
     if entry["kind"] == "bad_input":
         tail = f"expected {entry['expected_code']}, got {entry['got_code']}"
     elif entry["kind"] == "adjoint":
@@ -75,9 +74,8 @@ def _parse_devices(text: str, count: int) -> list[int]:
 
 def _smoke(args: argparse.Namespace) -> int:
     # what a Ctrl-C before the facts are read writes
-    _RUN.report = smoke.new_report(smoke.unavailable_environment("interrupted before the facts were read",
-                                                                 _requested_backend()),
-                                   args.quick, args.argv, plans=not args.no_plans)
+    _RUN.report = smoke.new_report(_unavailable_environment("interrupted before the facts were read"), args.quick,
+                                   args.argv, plans=not args.no_plans)
     backend = _load("smoke")
     if backend is None:
         if args.json:
@@ -86,9 +84,8 @@ def _smoke(args: argparse.Namespace) -> int:
                 env = smoke.environment()
                 env["error"] = f"refused: {fell_back.fallback}"
             else:
-                env = smoke.unavailable_environment(_no_library_reason(), _requested_backend())
-            report = smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans)
-            _write_json(args.json, report)
+                env = _unavailable_environment(_no_library_reason())
+            _write_json(args.json, smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans))
         return EXIT_NO_LIBRARY
     if args.require_npu and backend.is_simulator:
         _error("smoke", "--require-npu: only the CPU simulator is available, so no NPU can be tested. "
@@ -96,8 +93,7 @@ def _smoke(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     try:
-        count = device_count()
-        devices = _parse_devices(args.devices, count)
+        devices = _parse_devices(args.devices, device_count())
     except ValueError as exc:
         args.parser.error(str(exc))
     except AclError as exc:
@@ -106,20 +102,19 @@ def _smoke(args: argparse.Namespace) -> int:
     if not devices:
         _error("smoke", "no device is visible")
         return EXIT_FAIL
-    argv = list(args.argv)
     if args.devices == "all" or len(devices) > 1:
-        return _smoke_processes(args, devices, argv)
-    return _smoke_here(args, devices[0], argv)
+        return _smoke_processes(args, devices)
+    return _smoke_here(args, devices[0])
 
 
-def _smoke_here(args: argparse.Namespace, device_id: int, argv: list[str]) -> int:
+def _smoke_here(args: argparse.Namespace, device_id: int) -> int:
     env = smoke.environment()
     print(f"CANN {env['cann_version'] or '?'} | SoC {env['soc_name']} - {env['soc_note']} | "
           f"operator in {env['operator_library'] or 'NOT FOUND'}")
     print(f"device {device_id}; tolerances: float32 {smoke.tolerance_text('float32')}; float16/bfloat16 one rounding "
           "(eps*|ref|) + the same absolute term")
     t0 = time.perf_counter()
-    report = smoke.new_report(env, args.quick, argv, plans=not args.no_plans)
+    report = smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans)
     _RUN.report = report  # filled case by case: the partial report on Ctrl-C
 
     def progress(k: int, total: int, entry: dict[str, Any]) -> None:
@@ -128,8 +123,7 @@ def _smoke_here(args: argparse.Namespace, device_id: int, argv: list[str]) -> in
 
     dev, results = smoke.run_device(device_id, args.quick, env, progress, plans=not args.no_plans)
     report["devices"].append(dev)
-    report["summary"] = smoke.summarize(results)
-    s = report["summary"]
+    s = report["summary"] = smoke.summarize(results)
     print(f"summary: {s['passed']} passed, {s['failed']} failed, {s['errors']} errors, {s['skipped']} skipped "
           f"of {s['total']} on device {device_id} in {time.perf_counter() - t0:.2f} s; "
           f"repeat identical: {dev['repeat_identical']}")
@@ -146,7 +140,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[str]) -> int:
+def _smoke_processes(args: argparse.Namespace, devices: list[int]) -> int:
     """One child process per device, run at the same time; their lines are prefixed and merged."""
     lock = threading.Lock()
     children: list[tuple[int, subprocess.Popen[str], str]] = []
@@ -190,19 +184,18 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
             _stop_children([proc for _, proc, _ in children], started)
             partial = _read_child_reports(children)[0]
             if partial:
-                _RUN.report = smoke.merge_reports(partial, argv)
+                _RUN.report = smoke.merge_reports(partial, args.argv)
             raise
         for t in threads:
             t.join()
         reports, failed_children = _read_child_reports(children)
-    if not reports:
-        for line in failed_children:
-            _error("smoke", line)
-        return EXIT_FAIL
-    merged = smoke.merge_reports(reports, argv)
     for line in failed_children:
-        merged["summary"]["ok"] = False
         _error("smoke", line)
+    if not reports:
+        return EXIT_FAIL
+    merged = smoke.merge_reports(reports, args.argv)
+    if failed_children:
+        merged["summary"]["ok"] = False
     for d in merged["devices"]:
         print(f"device {d['id']}: {d['status'].upper()} - {d['passed']} passed, {d['failed']} failed, "
               f"{d['skipped']} skipped of {d['cases']}; memory {_gib(d['mem_free_bytes'])} free of "
@@ -212,7 +205,7 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int], argv: list[st
           f"of {s['total']} on {len(merged['devices'])} device(s)")
     if args.json and not _write_json(args.json, merged):
         return EXIT_FAIL
-    return EXIT_OK if s["ok"] and not failed_children else EXIT_FAIL
+    return EXIT_OK if s["ok"] else EXIT_FAIL
 
 
 def _hold_sigint(hold: bool) -> None:

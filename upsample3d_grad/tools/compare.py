@@ -7,7 +7,7 @@ import json
 import os
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .report_files import clean, expand_paths, load_report
@@ -27,6 +27,8 @@ SHOW_GROUPS, SHOW_OUTLIERS, SHOW_CASES, SHOW_NAMES = 12, 20, 30, 4
 #: A group of at most this share of the machines (and at least one machine) is made of outliers.
 OUTLIER_SHARE = 0.02
 _FAILED = ("fail", "error")
+#: What the comparison keeps of each report's case entry.
+_RESULT_KEYS = ("device", "status", "max_abs_err", "workspace_size", "time_ms", "digest")
 
 
 def _labels(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> list[str]:
@@ -75,22 +77,17 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
         values = [r["environment"].get(key) if key in ENV_KEYS else r.get(key) for r in reports]
         if len({json.dumps(v) for v in values}) > 1:
             env_diff[key] = values
-    keys: dict[tuple[str, int], None] = {}
     by_report: list[dict[tuple[str, int], dict[str, Any]]] = []
     for r in reports:
         # the k-th device of one report is lined up with the k-th device of another (device ids may differ)
         ordinal = {dev: k for k, dev in enumerate(sorted({int(c["device"]) for c in r["cases"]}))}
-        table = {(c["name"], ordinal[int(c["device"])]): c for c in r["cases"]}
-        by_report.append(table)
-        keys.update(dict.fromkeys(table))
+        by_report.append({(c["name"], ordinal[int(c["device"])]): c for c in r["cases"]})
+    keys = dict.fromkeys(key for table in by_report for key in table)  # every (name, slot), first seen first
     ran_any = sum(1 for t in by_report if t)
     cases: list[dict[str, Any]] = []
     for name, slot in keys:
         entries = [t.get((name, slot)) for t in by_report]
-        results = [None if e is None else {"device": e["device"], "status": e["status"],
-                                           "max_abs_err": e["max_abs_err"],
-                                           "workspace_size": e["workspace_size"], "time_ms": e["time_ms"],
-                                           "digest": e.get("digest")} for e in entries]
+        results = [None if e is None else {k: e.get(k) for k in _RESULT_KEYS} for e in entries]
         statuses = {e["status"] for e in entries if e is not None}
         ran = [e for e in entries if e is not None and e["kind"] == "compute" and e["status"] != "skip"]
         cases.append({
@@ -108,7 +105,7 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
                   "created_utc": r.get("created_utc"), "ok": not problem, "problem": problem,
                   "interrupted": bool(r.get("interrupted", False))}
                  for lab, p, r, problem in zip(labels, paths, reports, problems)]
-    groups = _groups(reports, labels, env_diff, problems)
+    groups = _groups(labels, env_diff, problems)
     return {
         "tool": "upsample3d-grad compare",
         "reports": summaries,
@@ -124,8 +121,7 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
     }
 
 
-def _groups(reports: Sequence[dict[str, Any]], labels: list[str], env_diff: dict[str, list[Any]],
-            problems: list[str]) -> list[dict[str, Any]]:
+def _groups(labels: list[str], env_diff: dict[str, list[Any]], problems: list[str]) -> list[dict[str, Any]]:
     """Machines grouped by environment (the differing keys but host name and fallback) and outcome, largest first."""
     keys = [k for k in env_diff if k not in ("hostname", "fallback")]
     index: dict[str, dict[str, Any]] = {}
@@ -143,18 +139,13 @@ def _outliers(groups: list[dict[str, Any]], total: int) -> list[dict[str, Any]]:
         return []
     base = groups[0]
     small = max(1, int(total * OUTLIER_SHARE))
-    out = []
+    out: list[dict[str, Any]] = []
     for g in groups:
-        if g is base and g["outcome"] == "ok":
+        if g["outcome"] == "ok" and (g is base or len(g["machines"]) > small):
             continue
-        if g["outcome"] == "ok" and len(g["machines"]) > small:
-            continue
-        differs = {k: v for k, v in g["environment"].items() if base["environment"].get(k) != v}
-        why = [f"{k}={v}" for k, v in differs.items()]
-        if g["outcome"] != "ok":
-            why.insert(0, g["outcome"])
-        for machine in g["machines"]:
-            out.append({"machine": machine, "why": "; ".join(why) or "differs from the largest group"})
+        why = [] if g["outcome"] == "ok" else [g["outcome"]]
+        why += [f"{k}={v}" for k, v in g["environment"].items() if base["environment"].get(k) != v]
+        out.extend({"machine": m, "why": "; ".join(why) or "differs from the largest group"} for m in g["machines"])
     return out
 
 
@@ -176,7 +167,7 @@ def _rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 row += ["absent", "-", "-", "-", "-"]
             else:
                 row += [clean(res["status"]).upper(), str(res["device"]), _num(res["max_abs_err"], ".1e"),
-                        "-" if res["workspace_size"] is None else str(res["workspace_size"]),
+                        _num(res["workspace_size"], ""),
                         _num(res["time_ms"], ".2f")]
         row.append(c["bitwise"])
         rows.append(row)
@@ -189,10 +180,8 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
              f"{s['bitwise_different']}, not comparable in {s['bitwise_not_comparable']} (no result in every report: "
              "bad-input cases, errors, absent cases)"]
     if s["status_mismatches"]:
-        shown = ", ".join(clean(n, 60) for n in s["status_mismatches"][:SHOW_CASES])
-        extra = len(s["status_mismatches"]) - SHOW_CASES
-        more = f" (+{extra} more)" if extra > 0 else ""
-        lines.append(f"status mismatch (passes in one report, fails in another): {shown}{more}")
+        shown = _names(s["status_mismatches"], SHOW_CASES, 60)
+        lines.append(f"status mismatch (passes in one report, fails in another): {shown}")
     else:
         lines.append("no status mismatch")
     if s["not_ok"]:
@@ -204,9 +193,10 @@ def _fleet(doc: dict[str, Any]) -> bool:
     return len(doc["reports"]) > TABLE_MAX_REPORTS
 
 
-def _names(machines: list[str]) -> str:
-    shown = ", ".join(clean(m, 40) for m in machines[:SHOW_NAMES])
-    return shown + (f" (+{len(machines) - SHOW_NAMES} more)" if len(machines) > SHOW_NAMES else "")
+def _names(names: list[str], show: int = SHOW_NAMES, width: int = 40) -> str:
+    """The first *show* of *names* (each cut to *width*), and how many more there are."""
+    shown = ", ".join(clean(n, width) for n in names[:show])
+    return shown + (f" (+{len(names) - show} more)" if len(names) > show else "")
 
 
 def _env_text(env: dict[str, Any]) -> str:
@@ -220,17 +210,13 @@ def _case_counts(c: dict[str, Any]) -> dict[str, Any]:
     errs = [r["max_abs_err"] for r in present if r["max_abs_err"] is not None]
     times = [r["time_ms"] for r in present if r["time_ms"] is not None]
     return {"pass": by["pass"], "fail": by["fail"], "error": by["error"], "skip": by["skip"],
-            "absent": c["absent"], "max_abs_err": max(errs) if errs else None,
+            "absent": c["absent"], "max_abs_err": max(errs, default=None),
             "median_ms": statistics.median(times) if times else None}
 
 
 def _differs(c: dict[str, Any], counts: dict[str, Any]) -> bool:
     return bool(c["status_mismatch"] or c["bitwise"] == "different" or counts["fail"] or counts["error"]
                 or counts["absent"])
-
-
-def _failing_on(c: dict[str, Any], labels: list[str]) -> list[str]:
-    return [lab for lab, r in zip(labels, c["results"]) if r is not None and r["status"] in _FAILED]
 
 
 def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
@@ -255,15 +241,12 @@ def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
         out.append(f"{bullet}{clean(o['machine'], 40)}: {clean(o['why'], 160)}")
     if len(outliers) > SHOW_OUTLIERS:
         out.append(f"{bullet}... {len(outliers) - SHOW_OUTLIERS} more outlier(s) (see --json)")
-    differing = []
-    for c in doc["cases"]:
-        counts = _case_counts(c)
-        if _differs(c, counts):
-            differing.append((c, counts))
+    counted = [(c, _case_counts(c)) for c in doc["cases"]]
+    differing = [(c, n) for c, n in counted if _differs(c, n)]
     out.append(f"cases that differ between machines: {len(differing)} of {len(doc['cases'])} "
                "(the others pass everywhere, bitwise identical where comparable)")
     for c, n in differing[:SHOW_CASES]:
-        failing = _failing_on(c, labels)
+        failing = [lab for lab, r in zip(labels, c["results"]) if r is not None and r["status"] in _FAILED]
         tail = f"; fails on {_names(failing)}" if failing else ""
         out.append(f"{bullet}{clean(c['name'], 60)}{' <- MISMATCH' if c['status_mismatch'] else ''}: "
                    f"pass {n['pass']}, fail {n['fail']}, error {n['error']}, skip {n['skip']}, absent {n['absent']}; "
@@ -303,29 +286,28 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _md_table(head: list[str], rows: Iterable[list[str]]) -> list[str]:
+    """A Markdown table's lines: *head*, its rule, then *rows* (cells as given, already escaped)."""
+    lines = ["| " + " | ".join(cells) + " |" for cells in (head, *rows)]
+    return [lines[0], "|---" * len(head) + "|", *lines[1:]]
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     """The comparison as Markdown tables (a fleet's summary as a list beyond :data:`TABLE_MAX_REPORTS`)."""
     if _fleet(doc):
         return "\n".join([_md(line) for line in _fleet_lines(doc, "- ")] + ["", *_summary_lines(doc)]) + "\n"
     labels = [_md(clean(r["label"], 40)) for r in doc["reports"]]
-    out = ["| report | file | created (UTC) | ok |", "|---|---|---|---|"]
-    for r in doc["reports"]:
-        out.append(f"| {_md(clean(r['label'], 40))} | `{_md(clean(r['path']))}` | {clean(r['created_utc'])} | "
-                   f"{'yes' if r['ok'] else 'no: ' + _md(clean(r['problem'], 120))} |")
+    out = _md_table(["report", "file", "created (UTC)", "ok"],
+                    [[lab, f"`{_md(clean(r['path']))}`", clean(r["created_utc"]),
+                      "yes" if r["ok"] else "no: " + _md(clean(r["problem"], 120))]
+                     for lab, r in zip(labels, doc["reports"])])
     out.append("")
     if doc["environment_differences"]:
-        out.append("| environment | " + " | ".join(labels) + " |")
-        out.append("|---" * (len(labels) + 1) + "|")
-        for key, values in doc["environment_differences"].items():
-            out.append(f"| {key} | " + " | ".join(f"`{_md(clean(v, 80))}`" for v in values) + " |")
+        out += _md_table(["environment", *labels], [[key, *(f"`{_md(clean(v, 80))}`" for v in values)]
+                                                   for key, values in doc["environment_differences"].items()])
     else:
         out.append("No environment differences.")
-    out.append("")
     head, rows = _rows(doc)
-    out.append("| " + " | ".join(_md(h) for h in head) + " |")
-    out.append("|---" * len(head) + "|")
-    for row in rows:
-        out.append("| " + " | ".join(_md(x) for x in row) + " |")
-    out.append("")
+    out += ["", *_md_table([_md(h) for h in head], [[_md(x) for x in row] for row in rows]), ""]
     out.extend(_summary_lines(doc))
     return "\n".join(out) + "\n"

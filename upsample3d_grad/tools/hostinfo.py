@@ -3,6 +3,7 @@ machine where no library loads still gets a report (sources: docs/operators.md, 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import glob
 import os
@@ -55,10 +56,8 @@ def driver_version(install_info: str = INSTALL_INFO, default_root: str = DEFAULT
     """The NPU driver's version from its ``version.info``: ``{"version": ..., "source": <the file>}``, or
     ``"unknown"`` and a ``source`` that says why."""
     root = default_root
-    try:
+    with contextlib.suppress(OSError):  # no install record: the default folder
         root = read_key_values(install_info).get("Driver_Install_Path_Param") or default_root
-    except OSError:
-        pass  # no install record: the default folder
     path = os.path.join(root, "driver", "version.info")
     try:
         values = read_key_values(path)
@@ -74,7 +73,7 @@ def toolkit_version(roots: Sequence[str] | None = None) -> dict[str, str] | None
     """The CANN toolkit's version from its install record under *roots* (default: ``$ASCEND_HOME_PATH`` and
     ``$ASCEND_TOOLKIT_HOME``): ``{"version": ..., "source": <the file>}``, or None."""
     if roots is None:
-        roots = [v for v in (os.environ.get("ASCEND_HOME_PATH"), os.environ.get("ASCEND_TOOLKIT_HOME")) if v]
+        roots = [v for v in map(os.environ.get, ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")) if v]
     for root in roots:
         for path in sorted(glob.glob(os.path.join(glob.escape(root), "*-linux", "ascend_toolkit_install.info"))):
             try:
@@ -111,11 +110,7 @@ RANK_VARIABLES = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK
 
 def rank() -> str | None:
     """This process's rank in its job (:data:`RANK_VARIABLES`), or None outside a parallel launcher."""
-    for name in RANK_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
+    return next((v for v in (os.environ.get(name, "").strip() for name in RANK_VARIABLES) if v), None)
 
 
 def expand_template(path: str, started_utc: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,8 +71,6 @@ def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[d
             devices.append({"id": dev_id, "free_bytes": free, "total_bytes": total})
     except AclError as exc:
         info["error"] = " | ".join(str(exc).splitlines())
-    if backend.is_simulator:
-        info["simulator_version"] = sim.version()
     supported, note = soc_support(str(info.get("soc_name", "")), backend.is_simulator)
     where = backend.find_op_symbol(OP.phase1_name)
     acl_ver = info.get("acl_version")
@@ -80,7 +79,7 @@ def environment_and_devices(memory: bool = True) -> tuple[dict[str, Any], list[d
         "backend_label": "CPU simulator (no NPU is used)" if backend.is_simulator else "real CANN",
         "requested": backend.requested,
         "fallback": backend.fallback or None,
-        "simulator_version": info.get("simulator_version"),
+        "simulator_version": sim.version() if backend.is_simulator else None,
         "libraries": [{"role": i.role, "name": i.name, "path": i.path, "found_via": i.found_via}
                       for i in (backend.runtime, backend.nnopbase, *backend.op_libraries)],
         "operator_symbol": OP.phase1_name,
@@ -135,7 +134,7 @@ def device_report(device_id: int, results: Sequence[dict[str, Any]], mem: tuple[
 
 def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Counts by status; ``ok`` when nothing failed or errored."""
-    by = {s: sum(1 for r in results if r["status"] == s) for s in ("pass", "fail", "error", "skip")}
+    by = Counter(r["status"] for r in results)
     return {"total": len(results), "passed": by["pass"], "failed": by["fail"], "errors": by["error"],
             "skipped": by["skip"], "ok": by["fail"] == 0 and by["error"] == 0 and len(results) > 0}
 
