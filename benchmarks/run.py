@@ -332,7 +332,7 @@ C_FLOOR_CALLS = {"one-shot": 3, "one-shot, binding objects": 11, "Session.backwa
 def _all_counts() -> dict[str, int]:
     from acl_bindings import sim
     from acl_bindings.prototypes import PROTOTYPES
-    from upsample3d_grad._api import OP
+    from upsample3d_grad.op import OP
 
     return {name: sim.call_count(name) for name in (*PROTOTYPES, OP.phase1_name, OP.phase2_name)}
 
@@ -352,7 +352,7 @@ def setup_overhead(batch: int, torch: Any, session: Any, c_floor: Optional[Calla
                    c_floor_note: str) -> Overhead:
     from acl_bindings import IntArray, Tensor
     from upsample3d_grad import Session
-    from upsample3d_grad._api import OP
+    from upsample3d_grad.op import OP
 
     ov = Overhead(batch)
     g = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 2, 2, 2)

@@ -2,7 +2,7 @@
 
 The ops-cv sample ``examples/test_aclnn_upsample_nearest_exact3d_grad.cpp`` (cann-abi.md
 §5.6, call sequence §7) takes these steps; this script takes the same ones, through the
-``acl_bindings`` objects and the faithful two-phase API of ``upsample3d_grad._api``:
+``acl_bindings`` objects and the faithful two-phase API of ``upsample3d_grad.op``:
 
 1. ``aclInit``, ``aclrtSetDevice``, ``aclrtCreateStream``;
 2. ``aclrtMalloc`` (HUGE_FIRST) and ``aclrtMemcpy`` host-to-device of the input;
@@ -34,7 +34,7 @@ from contextlib import ExitStack
 import numpy as np
 
 import acl_bindings as acl
-from upsample3d_grad import _api
+from upsample3d_grad import op as aclnn
 
 DEVICE_ID = 0
 GRAD_OUT_SHAPE = [2, 2, 2, 2, 2]
@@ -78,7 +78,7 @@ def main() -> int:
         input_size = stack.enter_context(acl.IntArray(INPUT_SIZE))
 
         # 4. phase 1, the workspace, phase 2
-        workspace_size, executor = _api.aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
+        workspace_size, executor = aclnn.aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize(
             grad_out, output_size, input_size, *SCALES, grad_in)
         stack.callback(executor.close)  # destroys the executor only if phase 2 never consumed it
         workspace_addr = None
@@ -86,7 +86,7 @@ def main() -> int:
             workspace = stack.enter_context(acl.DeviceBuffer(device, workspace_size))
             workspace_addr = workspace.ptr
         print(f"phase 1: workspace size {workspace_size} bytes")
-        _api.aclnnUpsampleNearestExact3dBackward(workspace_addr, workspace_size, executor, stream)
+        aclnn.aclnnUpsampleNearestExact3dBackward(workspace_addr, workspace_size, executor, stream)
 
         # 5. wait for the stream, copy the result back, print it
         stream.synchronize()  # aclrtSynchronizeStream

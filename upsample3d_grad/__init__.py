@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from acl_bindings import AclError, AclnnParamError
 
-from ._api import aclnnUpsampleNearestExact3dBackward, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .checks import BAD_CASES, GOOD_CASES, MixedScalesWarning, check_params
 from .forward import aclnnUpsampleNearestExact3d, aclnnUpsampleNearestExact3dGetWorkspaceSize
 from .functional import (
@@ -16,6 +15,7 @@ from .functional import (
     upsample_nearest_exact3d,
     upsample_nearest_exact3d_backward,
 )
+from .op import aclnnUpsampleNearestExact3dBackward, aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from .session import DeviceArray, Session
 
 __version__ = "0.1.0"

@@ -20,7 +20,7 @@ from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
 from acl_bindings.allocator import StreamClock
 from acl_bindings.prototypes import PROTOTYPES
 from upsample3d_grad import Session, reference
-from upsample3d_grad._api import OP
+from upsample3d_grad.op import OP
 
 pytestmark = pytest.mark.skipif(not sim.is_built(), reason="simulator not built")
 

@@ -304,7 +304,7 @@ def _phase1_parts(device: Device) -> tuple[Any, ...]:
 
 def _raw_race(device: Device, victim: int) -> None:
     """Phase 1 (and destroying its executor unrun) in a loop while another thread closes argument *victim*."""
-    from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize as phase1
+    from upsample3d_grad.op import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize as phase1
 
     def make() -> tuple[Callable[[], Any], Callable[[], None], Callable[[], None]]:
         parts = _phase1_parts(device)
@@ -330,8 +330,8 @@ def test_tensor_and_int_array_against_phase1(no_leaks: None, device: Device, vic
 
 
 def test_executor_against_phase2(no_leaks: None, device: Device) -> None:
-    from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackward as phase2
-    from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize as phase1
+    from upsample3d_grad.op import aclnnUpsampleNearestExact3dBackward as phase2
+    from upsample3d_grad.op import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize as phase1
 
     stream = Stream(device)
 

@@ -16,11 +16,11 @@ import pytest
 
 from acl_bindings import AclError, DeviceBuffer, Format, IntArray, Tensor, sim
 from upsample3d_grad import Session, reference
-from upsample3d_grad._api import (
+from upsample3d_grad.op import (
+    OP,
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )
-from upsample3d_grad.op import OP
 from upsample3d_grad.torch_interop import TorchDescription, run_borrowed
 
 SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)

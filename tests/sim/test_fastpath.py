@@ -22,8 +22,8 @@ import pytest
 
 from acl_bindings import AclError, AclnnInnerError, AclParamError, AclTypeError, ClosedError, lib, sim
 from upsample3d_grad import Session, checks, reference
-from upsample3d_grad._api import OP
 from upsample3d_grad.fastpath import PreparedCall
+from upsample3d_grad.op import OP
 
 P1, P2 = OP.phase1_name, OP.phase2_name
 MODES = pytest.mark.parametrize("plan", [True, False], ids=["plan", "oneshot"])

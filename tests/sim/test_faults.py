@@ -50,7 +50,7 @@ from acl_bindings import (
 )
 from acl_bindings.prototypes import PROTOTYPES
 from upsample3d_grad import Session
-from upsample3d_grad._api import OP
+from upsample3d_grad.op import OP
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)

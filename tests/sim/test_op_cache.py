@@ -22,7 +22,7 @@ import pytest
 
 from acl_bindings import AclError, DeviceBuffer, Format, IntArray, Tensor, sim
 from upsample3d_grad import Session, reference
-from upsample3d_grad._api import (
+from upsample3d_grad.op import (
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )
@@ -235,7 +235,7 @@ def test_the_environment_switch(env: dict[str, str]) -> None:
     code = """
 import numpy as np
 from upsample3d_grad import Session
-from upsample3d_grad._api import OP
+from upsample3d_grad.op import OP
 import acl_bindings as ab
 g = np.ones((1, 1, 2, 2, 2), np.float32)
 with Session(0, plans=False) as s:

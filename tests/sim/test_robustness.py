@@ -32,8 +32,8 @@ from acl_bindings import (
     sim,
 )
 from upsample3d_grad import DeviceArray, Session
-from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from upsample3d_grad.functional import close_default_session
+from upsample3d_grad.op import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)

@@ -227,7 +227,7 @@ def test_objects_made_on_one_thread_work_on_another(no_leaks: None) -> None:
 
 def test_repeatable_executor_with_address_updates(no_leaks: None) -> None:
     from upsample3d_grad import Session
-    from upsample3d_grad._api import OP
+    from upsample3d_grad.op import OP
 
     with Session(0) as s:
         a = s.upload(np.ones((1, 1, 2, 2, 2), np.float32))
@@ -250,7 +250,7 @@ def test_repeatable_executor_with_address_updates(no_leaks: None) -> None:
 
 def test_single_use_executor_cannot_run_twice(no_leaks: None) -> None:
     from upsample3d_grad import Session
-    from upsample3d_grad._api import OP
+    from upsample3d_grad.op import OP
 
     with Session(0) as s:
         a = s.upload(np.ones((1, 1, 2, 2, 2), np.float32))

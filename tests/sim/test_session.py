@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import upsample3d_grad as ug
 from acl_bindings import AclnnParamError, ClosedError, Format, IntArray, Tensor
 from upsample3d_grad import Session, reference
-from upsample3d_grad._api import (
+from upsample3d_grad.op import (
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )

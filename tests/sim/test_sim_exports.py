@@ -11,7 +11,7 @@ from acl_bindings import sim
 from acl_bindings._lib import lib
 from acl_bindings.prototypes import PROTOTYPES, SIM_ONLY
 from tests._cdecl import ctypes_key, parse_declarations
-from upsample3d_grad._api import OP
+from upsample3d_grad.op import OP
 
 _DEF = re.compile(r"CANNSIM_API\s+([\w\s\*]+?)\s*\b(\w+)\s*\(([^)]*)\)\s*\{")
 

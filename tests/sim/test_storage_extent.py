@@ -18,7 +18,7 @@ import pytest
 from acl_bindings import AclError, DeviceBuffer, Format, IntArray, Tensor, sim
 from acl_bindings.meta import view_extent
 from upsample3d_grad import DeviceArray, Session, reference
-from upsample3d_grad._api import (
+from upsample3d_grad.op import (
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )

@@ -16,7 +16,7 @@ import pytest
 import upsample3d_grad as ug
 from acl_bindings import AclnnParamError, IntArray, sim
 from upsample3d_grad import Session, reference
-from upsample3d_grad._api import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
+from upsample3d_grad.op import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 
 IN_SIZE = (2, 3, 2, 3, 4)
 OUT_SIZE = (4, 5, 6)

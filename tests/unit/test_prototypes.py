@@ -61,7 +61,7 @@ def test_prototype_matches_documented_declaration(name: str) -> None:
 
 def test_operator_prototypes_match_documented_declaration() -> None:
     from acl_bindings._lib import lib
-    from upsample3d_grad._api import OP  # noqa: F401  (declares the operator's prototypes)
+    from upsample3d_grad.op import OP  # noqa: F401  (declares the operator's prototypes)
 
     doc = _doc()
     for name in ("aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize", "aclnnUpsampleNearestExact3dBackward"):

@@ -16,7 +16,7 @@ from acl_bindings import AclError, DataType, DeviceBuffer, Format, IntArray, Ten
 from acl_bindings.enums import dtype_name, enum_name
 
 from .. import checks, reference
-from .._api import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
+from ..op import aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize
 from ..session import Session
 from .adjoint_cases import AdjointCase, adjoint_matrix, run_adjoint_case
 from .smoke_cases import (
