@@ -87,29 +87,23 @@ class DeviceArray:
         and dtype, any strides of disjoint elements; returned).  Racing a ``close()``, it completes first or
         raises :class:`~acl_bindings.ClosedError`."""
         with self.session._lock:
-            result = self._download(out)  # (returned after the with: docs/design.md, Ctrl-C)
-        return result
-
-    def _download(self, out: Optional[np.ndarray]) -> np.ndarray:
-        self._check_open()
-        if out is not None:
-            _check_download_out(out, self.shape, self.dtype)
-        self.session._sync()
-        contiguous = self.offset == 0 and self.strides == contiguous_strides(self.shape)
-        if out is not None:
-            if contiguous and out.flags.c_contiguous:
+            self._check_open()
+            if out is not None:
+                _check_download_out(out, self.shape, self.dtype)
+            self.session._sync()
+            contiguous = self.offset == 0 and self.strides == contiguous_strides(self.shape)
+            if out is None and contiguous:
+                out = self.buffer.download(np.empty(self.shape, self.dtype))
+            elif out is None:
+                raw = np.empty(self.buffer.nbytes // self.dtype.itemsize, self.dtype)
+                self.buffer.download(raw)
+                out = np.array(np.lib.stride_tricks.as_strided(
+                    raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides)))
+            elif contiguous and out.flags.c_contiguous:
                 self.buffer.download(out)
             else:
                 out[...] = self.download()  # honour both layouts: one copy through a host array
-            return out
-        if contiguous:
-            out = np.empty(self.shape, self.dtype)
-            return self.buffer.download(out)
-        raw = np.empty(self.buffer.nbytes // self.dtype.itemsize, self.dtype)
-        self.buffer.download(raw[: self.buffer.nbytes // self.dtype.itemsize])
-        view = np.lib.stride_tricks.as_strided(
-            raw[self.offset:], self.shape, tuple(s * self.dtype.itemsize for s in self.strides))
-        return np.array(view)
+        return out  # (after the with: docs/design.md, Ctrl-C)
 
     def close(self) -> None:
         """Release the aclTensor, then the device memory (after the stream finished with it), under the session's
@@ -118,16 +112,15 @@ class DeviceArray:
             tensor = self._tensor
             if self.buffer.closed and (tensor is None or tensor.closed):
                 return
-            run_all((tensor.close if tensor is not None else _nothing, self._sync_before_free, self.buffer.close))
+            run_all([*([] if tensor is None else [tensor.close]), self._sync_before_free, self.buffer.close])
 
     def _sync_before_free(self) -> None:
         # the session's own calls are ordered by its stream clock (a cached block is reused only after the
         # stream passed them); work queued through the raw two-phase API on the tensor, or memory that goes
-        # back to the library now, may still be read: wait for the stream
+        # back to the library now, may still be read: wait for the stream (after aclFinalize, or in a forked
+        # child, nothing is released: nothing to wait for)
         if not self.session.closed and not self.buffer.closed and (
-                self._tensor is not None or not isinstance(self.buffer, PooledBuffer)):
-            if not releases_allowed():
-                return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
+                self._tensor is not None or not isinstance(self.buffer, PooledBuffer)) and releases_allowed():
             self.session._sync()
 
     def _check_open(self) -> None:
@@ -146,10 +139,6 @@ class DeviceArray:
     def __repr__(self) -> str:
         return (f"<DeviceArray shape={self.shape} dtype={self.dtype} layout={self.layout} "
                 f"strides={self.strides} offset={self.offset}{' closed' if self.closed else ''}>")
-
-
-def _nothing() -> None:
-    pass
 
 
 def check_extent(buffer: DeviceBuffer | PooledBuffer, shape: tuple[int, ...], dtype: np.dtype,

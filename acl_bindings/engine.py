@@ -130,22 +130,16 @@ class Call:
         """Plan descriptors, phase 1, a repeatable executor; a refusal sets fallback (executor destroyed unrun)."""
         made = _Descriptors(self.op, self._values, True, self._lock)
         executor: Optional[Executor] = None
-        refusal: Optional[AclError] = None
         try:
             size, executor = self.op.get_workspace_size(*made.args, keep=tuple(made.objects))
             _owned(executor, self._lock)
             if not executor.repeatable:  # (phase 1 with nothing to run gives an executor that needs no mode)
-                try:
-                    executor.make_repeatable()
-                except AclError as exc:
-                    refusal = exc
-        except BaseException:
+                executor.make_repeatable()
+        except BaseException as exc:
             run_all([*([executor.close] if executor is not None else []), made.close])
-            raise
-        if refusal is not None:
-            assert executor is not None
-            run_all([executor.close, made.close])
-            self.fallback = str(refusal)
+            if executor is None or not isinstance(exc, AclError):
+                raise
+            self.fallback = str(exc)  # a refused plan (phase 1 gave an executor)
             self._retry_left = self.retry_after
             return
         old = [self._executor, self._descriptors]
@@ -167,14 +161,18 @@ class Call:
                 raise
         self._descriptors, self._executor = made, slot
 
-    def _release_stale(self) -> None:
-        """Close what was replaced (a refused release stays, for :meth:`close`)."""
+    def _release_stale(self, caught: type[Exception] = AclError) -> Optional[Exception]:
+        """Close what was replaced; one whose release fails with *caught* (a refusal) stays, for :meth:`close`.
+        Returns the first such error."""
+        first: Optional[Exception] = None
         for obj in list(self._stale):
             try:
                 obj.close()
-            except AclError:
+            except caught as exc:
+                first = first or exc
                 continue
             self._stale.remove(obj)
+        return first
 
     def run(self, values: Sequence[Any], workspace: Workspace, stream: Any, clock: Any = None) -> int:
         """Queue one run on *values* (this shape, any addresses) on the open *stream*; returns the workspace size."""
@@ -243,14 +241,7 @@ class Call:
         Raises the first error."""
         self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None]
         self._executor = self._descriptors = None
-        first: Optional[Exception] = None
-        for obj in list(self._stale):
-            try:
-                obj.close()
-            except Exception as exc:
-                first = first or exc
-                continue
-            self._stale.remove(obj)
+        first = self._release_stale(Exception)
         if first is not None:
             raise first
 

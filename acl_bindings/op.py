@@ -123,9 +123,7 @@ class Executor(Resource):
         tensor.address = int(address)
 
     def _consumed(self) -> None:
-        """Phase 2 freed the executor: forget the handle without destroying it (a slot waits for the next one)."""
-        if self._cell is not None:
-            self._cell.value = None
+        """Phase 2 freed the executor (launch emptied its cell): forget it (a slot waits for the next one)."""
         if self.slot:
             self.__dict__.pop("_as_parameter_", None)
             return

@@ -93,22 +93,15 @@ class PreparedCall:
     def close(self) -> None:
         """Release the executor and descriptors (after the stream finished with them).  Idempotent; a refused
         release is retried by the next close() (or the session's)."""
-        with self.session._lock:
-            self._closed = True
-            self._release()
-            self.session._prepared.discard(self)
-
-    def _release(self) -> None:
-        self._closed = True
-        if self._call.closed:
-            return
         session = self.session
-        if session.clock.pending and not session.stream.closed and releases_allowed():
-            with session.device.active():
-                session._sync()  # (fails: nothing was released; queued work may still use it)
-        if releases_allowed():
-            with session.device.active():
-                self._call.close()
+        with session._lock:
+            self._closed = True
+            if not self._call.closed and releases_allowed():
+                with session.device.active():
+                    if session.clock.pending and not session.stream.closed:
+                        session._sync()  # (fails: nothing was released; queued work may still use it)
+                    self._call.close()
+            session._prepared.discard(self)
 
     def __enter__(self) -> PreparedCall:
         return self

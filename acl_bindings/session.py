@@ -94,22 +94,14 @@ class Session:
         with self._lock:
             if self._closed and self.device.closed:
                 return
-            steps: list[Callable[[], Any]] = [] if self.stream.closed else [self._sync_for_close]
+            # (after aclFinalize, or in a forked child: nothing to wait for, nothing is released)
+            steps: list[Callable[[], Any]] = ([] if self.stream.closed or not releases_allowed()
+                                              else [self.stream.synchronize])
             steps += [call.close for call in list(self._prepared)]
             steps += [arr.close for arr in list(self._arrays)]
             steps += [self._mark_closed, self.plans.clear, self.workspace.release, self.allocator.release_all,
                       self.stream.close, self._reset_device]
             run_all(steps)
-
-    def _sync_for_close(self) -> None:
-        if not releases_allowed():
-            return  # after aclFinalize, or in a forked child: nothing to wait for, nothing is released
-        self.stream.synchronize()
-
-    @property
-    def _pending(self) -> bool:
-        """Whether work may be queued on the stream since the last synchronisation."""
-        return self.clock.pending
 
     def _mark_closed(self) -> None:
         self._closed = True
@@ -151,7 +143,7 @@ class Session:
             self.allocator.empty_cache()
 
     def _sync_if_pending(self) -> None:
-        if self._pending:
+        if self.clock.pending:
             self._sync()
 
     def _upload_host(self, array: np.ndarray, layout: str, param: str, func: str) -> DeviceArray:

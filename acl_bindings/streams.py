@@ -12,33 +12,41 @@ from .values import int32_arg
 __all__ = ["Stream", "Event"]
 
 
-def _destroy_stream(cell: c_void_p, device: Device) -> None:
+def _destroy(cell: c_void_p, device: Device, func: str) -> None:
     with device.active():
-        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyStream")), "aclrtDestroyStream")
+        raise_for_status(release_cell(cell, lib.unchecked(func)), func)
 
 
-class Stream(Resource):
-    """A stream on *device*.  Keeps the device alive.  Wraps: aclrtCreateStream, aclrtDestroyStream."""
+class _OnDevice(Resource):
+    """A handle made on *device* by the C function ``_funcs[0]``, released by ``_funcs[1]``; keeps the device alive."""
 
-    _what = "stream"
+    _funcs = ("", "")
+    _passed_as_itself = False  # whether the object is passed to C as its handle (``_as_parameter_``)
 
     def __init__(self, device: Device) -> None:
         self.device = device
-        cell = self._arm(_destroy_stream, device)
+        cell = self._arm(_destroy, device, self._funcs[1])
         try:
             with device.active():
-                lib.aclrtCreateStream(byref(cell))  # owned from the moment it returns
+                getattr(lib, self._funcs[0])(byref(cell))  # owned from the moment it returns
             self.handle: int = int(cell.value or 0)
-            self._as_parameter_ = c_void_p(self.handle)
+            if self._passed_as_itself:
+                self._as_parameter_ = c_void_p(self.handle)
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
 
+class Stream(_OnDevice):
+    """A stream on *device*.  Keeps the device alive.  Wraps: aclrtCreateStream, aclrtDestroyStream."""
+
+    _what = "stream"
+    _funcs = ("aclrtCreateStream", "aclrtDestroyStream")
+    _passed_as_itself = True
+
     @in_use
     def synchronize(self, timeout_ms: int | None = None) -> None:
         """Wait for the stream's work; with *timeout_ms* (-1: no limit, 0: poll), fail with 507046 past it."""
-        self._check_open()
         if timeout_ms is None:
             with self.device.active():
                 lib.aclrtSynchronizeStream(self.handle)
@@ -51,45 +59,27 @@ class Stream(Resource):
         return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"
 
 
-def _destroy_event(cell: c_void_p, device: Device) -> None:
-    with device.active():
-        raise_for_status(release_cell(cell, lib.unchecked("aclrtDestroyEvent")), "aclrtDestroyEvent")
-
-
-class Event(Resource):
+class Event(_OnDevice):
     """An event for timing (``aclrtCreateEvent``).  Keeps the device alive."""
 
     _what = "event"
-
-    def __init__(self, device: Device) -> None:
-        self.device = device
-        cell = self._arm(_destroy_event, device)
-        try:
-            with device.active():
-                lib.aclrtCreateEvent(byref(cell))  # owned from the moment it returns
-            self.handle: int = int(cell.value or 0)
-        except BaseException:
-            self._undo()  # made but not finished: released now, not left to the garbage collector
-            raise
+    _funcs = ("aclrtCreateEvent", "aclrtDestroyEvent")
 
     @in_use
     def record(self, stream: Stream) -> None:
         """Record the event on *stream*."""
-        self._check_open()
         with self.device.active():
             lib.aclrtRecordEvent(self.handle, stream)
 
     @in_use
     def synchronize(self) -> None:
         """Wait until the event has completed."""
-        self._check_open()
         with self.device.active():
             lib.aclrtSynchronizeEvent(self.handle)
 
     @in_use
     def elapsed_ms(self, start: Event) -> float:
         """Milliseconds from *start* to this event (both recorded on one stream and completed)."""
-        self._check_open()
         start._check_open()
         ms = c_float()
         with self.device.active():

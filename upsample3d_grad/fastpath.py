@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 from acl_bindings import session as _generic
 
 from . import checks
-from .arrays import DeviceArray
+from .arrays import DeviceArray, check_out_memory
 from .op import OP
 
 __all__ = ["PreparedCall"]
@@ -31,8 +31,7 @@ class PreparedCall(_generic.PreparedCall):
             session.own_array(out, "gradInput", checks.PHASE1)
             values = session._values(grad_output, output_size, input_size, (sd, sh, sw), out)
             checks.check_params(grad_output.spec(), values[1], values[2], sd, sh, sw, out.spec(), strict=strict)
-            checks.check_output_memory(out.shape, tuple(st * out.dtype.itemsize for st in out.strides),
-                                       out.dtype.itemsize)
+            check_out_memory(out)
             self.output_size, self.input_size = values[1], values[2]
             self.scales = values[3:6]
             super().__init__(session, OP, values, plan=plan, sync=sync)

@@ -3,6 +3,7 @@ host checks (CANN's codes; 5-D arrays in NCDHW or NDHWC).  Usage: docs/api.md.""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, Callable, NamedTuple, Optional, Sequence, cast
 
@@ -210,23 +211,18 @@ class Session(_generic.Session):
                     result = dst
                 elif isinstance(out, DeviceArray):
                     result = out
-                elif out is not None:
-                    result = dst.download(out)
                 else:
-                    result = dst.download()
+                    result = dst.download(out)  # (into *out*, else a new array)
             except BaseException:
                 # report the first error; a release refused here stays owned and is retried by close()
-                for arr in reversed(owned):
-                    try:
-                        arr.close()
-                    except Exception:
-                        pass
+                with contextlib.suppress(Exception):
+                    run_all([arr.close for arr in reversed(owned)])
                 raise
             # reverse order: the blocks go back so that the next call gets each of them for the same role
             run_all([arr.close for arr in reversed(owned)])
-            if out_tensor is not None:
-                return out_tensor
-            return numpy_to_tensor(result) if in_tensor and isinstance(result, np.ndarray) else result
+        if out_tensor is not None:  # (after the with block: docs/design.md, Ctrl-C)
+            return out_tensor
+        return numpy_to_tensor(result) if in_tensor and isinstance(result, np.ndarray) else result
 
     def prepare(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                 scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray, plan: bool = True,
