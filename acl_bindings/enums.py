@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
 
-import ml_dtypes
 import numpy as np
 
-__all__ = ["enum_name", "DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "BFLOAT16",
-           "dtype_to_acl", "acl_to_dtype", "dtype_name"]
+__all__ = ["enum_name", "DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "bfloat16",
+           "as_dtype", "dtype_to_acl", "acl_to_dtype", "dtype_name"]
 
 
 class DataType(IntEnum):
@@ -79,16 +79,30 @@ def enum_name(enum: type[IntEnum], value: int) -> str:
         return str(value)
 
 
-#: numpy's bfloat16 (from ml_dtypes), the dtype of ``aclDataType`` BF16
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+@functools.cache
+def bfloat16() -> np.dtype:
+    """numpy's bfloat16 (from ml_dtypes), the dtype of ``aclDataType`` BF16.  ml_dtypes is imported on first use:
+    it takes most of a second to import, which every command and child process would pay otherwise."""
+    import ml_dtypes
 
-#: The numpy (or ml_dtypes) dtype of each ``aclDataType`` that has one.
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def as_dtype(dtype: np.dtype | type | str) -> np.dtype:
+    """``np.dtype(dtype)``, where the name ``"bfloat16"`` is ml_dtypes' (imported then)."""
+    return bfloat16() if isinstance(dtype, str) and dtype == "bfloat16" else np.dtype(dtype)
+
+
+#: The numpy dtype of each ``aclDataType`` that numpy has (BF16's is :func:`bfloat16`).
 _NUMPY_DTYPES = {acl: np.dtype(dt) for acl, dt in (
     (DataType.FLOAT, np.float32), (DataType.FLOAT16, np.float16), (DataType.INT8, np.int8),
     (DataType.INT32, np.int32), (DataType.UINT8, np.uint8), (DataType.INT16, np.int16), (DataType.UINT16, np.uint16),
     (DataType.UINT32, np.uint32), (DataType.INT64, np.int64), (DataType.UINT64, np.uint64),
     (DataType.DOUBLE, np.float64), (DataType.BOOL, np.bool_), (DataType.COMPLEX64, np.complex64),
-    (DataType.COMPLEX128, np.complex128), (DataType.BF16, BFLOAT16))}
+    (DataType.COMPLEX128, np.complex128))}
+#: numpy's name and item size of each of those, and of BF16.
+_NAMES = {**{acl: dt.name for acl, dt in _NUMPY_DTYPES.items()}, DataType.BF16: "bfloat16"}
+_ITEM_SIZES = {**{acl: dt.itemsize for acl, dt in _NUMPY_DTYPES.items()}, DataType.BF16: 2}
 #: The ``aclDataType`` values :func:`dtype_to_acl` and :func:`acl_to_dtype` map.
 _SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.INT64, DataType.BF16)
 
@@ -96,8 +110,11 @@ _SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.INT64, DataType.BF16)
 def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
     """Map a numpy dtype (float32, float16, bfloat16 from ml_dtypes, int64) to its ``aclDataType``; TypeError
     for any other, naming it."""
-    dt = np.dtype(dtype)
-    for acl in _SUPPORTED:
+    dt = as_dtype(dtype)
+    # a bfloat16 dtype exists only once its library is imported, so the name test imports nothing new
+    if dt.name == "bfloat16" and dt == bfloat16():
+        return DataType.BF16
+    for acl in _SUPPORTED[:-1]:
         if dt == _NUMPY_DTYPES[acl]:
             return acl
     raise TypeError(f"dtype: expected float32, float16, bfloat16 or int64, got {dt}")
@@ -105,6 +122,8 @@ def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
 
 def acl_to_dtype(acl: int) -> np.dtype:
     """Inverse of :func:`dtype_to_acl`."""
+    if acl == DataType.BF16:
+        return bfloat16()
     if acl in _SUPPORTED:
         return _NUMPY_DTYPES[DataType(acl)]
     raise TypeError(f"aclDataType {acl} has no numpy equivalent here")
@@ -114,6 +133,6 @@ def dtype_name(acl: int) -> str:
     """The one spelling of an ``aclDataType`` in messages and reports: numpy's name (``float32``,
     ``bfloat16``, ``int8``, ...), else ``aclDataType <n> (<enum name>)``."""
     try:
-        return _NUMPY_DTYPES[DataType(acl)].name
+        return _NAMES[DataType(acl)]
     except (ValueError, KeyError):
         return f"aclDataType {acl} ({enum_name(DataType, acl)})"

@@ -14,7 +14,7 @@ import numpy as np
 from ._lib import lib, null_handle_error, raise_for_status
 from ._resource import Resource, release_cell
 from ._types import aclIntArray_p, aclTensor_p
-from .enums import _NUMPY_DTYPES, DataType, Format, acl_to_dtype, dtype_to_acl
+from .enums import _ITEM_SIZES, DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
 from .values import int64_values
 
@@ -49,10 +49,6 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(int(n), 1)
     return tuple(reversed(strides))
-
-
-#: Bytes per element of each aclDataType (those without a fixed size count bytes)
-_ITEM_SIZES = {acl: dt.itemsize for acl, dt in _NUMPY_DTYPES.items()}
 
 
 def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> int:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .enums import BFLOAT16
+from .enums import bfloat16
 from .meta import TensorArg
 
 __all__ = ["torch_module", "is_tensor", "host_view", "tensor_to_numpy", "numpy_to_tensor",
@@ -59,14 +59,14 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
                         "memory in place")
     t = t.detach().resolve_conj().resolve_neg()  # each returns *t* itself when its bit is not set
     if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(BFLOAT16)
+        return t.view(torch.int16).numpy().view(bfloat16())
     return t.numpy()
 
 
 def numpy_to_tensor(a: np.ndarray) -> Any:
     """A CPU torch tensor sharing *a*'s memory (bfloat16 through an int16 view)."""
     torch = torch_module()
-    if a.dtype == BFLOAT16:
+    if a.dtype.name == "bfloat16":
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 

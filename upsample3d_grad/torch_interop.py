@@ -10,7 +10,7 @@ import numpy as np
 
 from acl_bindings import AclnnParamError, dtype_to_acl, load_backend
 from acl_bindings.engine import run_once
-from acl_bindings.enums import BFLOAT16
+from acl_bindings.enums import bfloat16
 from acl_bindings.runtime import initialized_first
 from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, tensor_to_numpy, torch_module
 
@@ -36,7 +36,8 @@ class TorchDescription(TensorDescription):
 
     def __init__(self, t: Any, param: str = "gradOut", func: str = checks.PHASE1) -> None:
         torch = torch_module()
-        table = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16), torch.bfloat16: BFLOAT16}
+        table: dict[Any, np.dtype] = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16),
+                                      torch.bfloat16: bfloat16()}
         if t.dtype not in table:
             raise AclnnParamError(161002, func, f"{param}: dtype must be {checks.SUPPORTED_NAMES}, got {t.dtype}")
         super().__init__(t, table[t.dtype])

@@ -309,7 +309,7 @@ def _assert_interrupted(rc: int, err: str, command: str) -> None:
 
 
 #: Modules the command imports, in order: a Ctrl-C is sent as soon as each has been imported.
-IMPORT_POINTS = ("upsample3d_grad_cli", "numpy", "ml_dtypes", "acl_bindings", "upsample3d_grad.session",
+IMPORT_POINTS = ("upsample3d_grad_cli", "numpy", "acl_bindings.enums", "acl_bindings", "upsample3d_grad.session",
                  "upsample3d_grad.tools.cli")
 
 

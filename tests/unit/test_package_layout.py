@@ -5,6 +5,7 @@ operator."""
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_package_modules_are_small(folder: str) -> None:
 PACKAGES = ("acl_bindings", "upsample3d_grad")
 #: the only modules imported inside functions: optional ones (torch, torch_npu) and a platform one (fcntl),
 #: imported where they are used so that the packages import without them
-LOCAL_IMPORTS_ALLOWED = {"torch", "torch_npu", "fcntl"}
+LOCAL_IMPORTS_ALLOWED = {"torch", "torch_npu", "fcntl", "ml_dtypes"}  # ml_dtypes: most of a second to import
 
 
 def _modules() -> dict[str, Path]:
@@ -159,7 +160,7 @@ def test_the_module_graph_has_no_import_cycle() -> None:
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_function_local_import_but_of_an_optional_module(package: str) -> None:
-    """An import inside a function hides a dependency (or dodges a cycle): only the optional and platform
+    """An import inside a function hides a dependency (or dodges a cycle): only the optional, platform and slow
     modules of LOCAL_IMPORTS_ALLOWED are imported where they are used."""
     found = []
     for path in sorted((ROOT / package).rglob("*.py")):
@@ -215,3 +216,16 @@ def test_the_generic_layer_names_no_operator() -> None:
     found = {k: v for k, v in found.items() if v}
     assert not found, found
     assert "UpsampleNearestExact3d" in str(_code_words(PKG / "forward.py"))  # (the scan reads an operator's name)
+
+
+def test_the_command_line_starts_without_ml_dtypes_and_bfloat16_still_maps() -> None:
+    """ml_dtypes takes most of a second to import: the package and its command line load it only for bfloat16."""
+    code = ("import sys, upsample3d_grad, upsample3d_grad.tools.cli\n"
+            "assert 'ml_dtypes' not in sys.modules, 'imported at start-up'\n"
+            "from acl_bindings.enums import acl_to_dtype, dtype_name, dtype_to_acl\n"
+            "assert dtype_name(27) == 'bfloat16' and 'ml_dtypes' not in sys.modules\n"
+            "import ml_dtypes\n"
+            "assert dtype_to_acl('bfloat16') == dtype_to_acl(ml_dtypes.bfloat16) == 27\n"
+            "assert acl_to_dtype(27) == ml_dtypes.bfloat16\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

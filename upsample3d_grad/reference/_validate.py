@@ -7,13 +7,12 @@ import operator
 from collections.abc import Sequence
 from typing import Any, Optional
 
-import ml_dtypes
 import numpy as np
 
 LAYOUTS: tuple[str, ...] = ("NCDHW", "NDHWC")  # the supported memory layouts (physical dim orders)
 CONVENTIONS: tuple[str, ...] = ("cann", "torch_cpu")  # the supported index conventions
-#: dtypes accepted for gradOut (cann-abi.md §5.1 step 3.2)
-SUPPORTED_DTYPES: tuple[np.dtype, ...] = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+#: names of the dtypes accepted for gradOut (cann-abi.md §5.1 step 3.2; bfloat16 is ml_dtypes')
+SUPPORTED_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 _DIM_NAMES = ("D", "H", "W")
 Scales = Sequence[Optional[float]]  # the three scales (Optional: Python 3.9 evaluates this line)
 
@@ -101,7 +100,7 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
 def _check_array(name: str, arr: Any) -> np.ndarray:
     """*arr* as a 5-D array of a supported dtype."""
     arr = np.asarray(arr)
-    if arr.dtype not in SUPPORTED_DTYPES:
+    if arr.dtype.name not in SUPPORTED_DTYPES:
         raise ValueError(f"{name} dtype must be one of float32, float16, bfloat16, got {arr.dtype}")
     if arr.ndim != 5:
         raise ValueError(f"{name} must be 5-D, got {arr.ndim}-D with shape {arr.shape}")

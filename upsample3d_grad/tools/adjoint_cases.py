@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from acl_bindings import AclError
+from acl_bindings.enums import as_dtype
 
 from ..adjoint import device_adjoint_check
 from ..reference import soc_family
@@ -51,7 +52,7 @@ def run_adjoint_case(session: Any, case: AdjointCase, entry: dict[str, Any], soc
     t0 = time.perf_counter()
     try:
         result = device_adjoint_check(session, case.input_size, case.output_size, case.scales,
-                                      dtype=DTYPES[case.dtype], layout=case.layout, soc=soc_family(soc))
+                                      dtype=as_dtype(case.dtype), layout=case.layout, soc=soc_family(soc))
     except AclError as exc:
         entry["got_code"], entry["message"] = exc.code, str(exc).splitlines()[0]
         return entry

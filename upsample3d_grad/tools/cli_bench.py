@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from acl_bindings import AclError, Device
+from acl_bindings.enums import as_dtype
 
 from .. import checks
 from ..session import Session
@@ -45,7 +46,7 @@ def _bench_geometry(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[in
         scales = (scale, scale, scale)
     go_shape = checks.physical_shape(args.layout, n, c, *out_size)
     gi_shape = checks.physical_shape(args.layout, *args.input_size)
-    acl_dtype = int(checks.SUPPORTED[list(smoke.DTYPES).index(args.dtype)])
+    acl_dtype = int(checks.SUPPORTED[smoke.DTYPES.index(args.dtype)])
     fmt = int(checks.layout_format(args.layout))
     try:
         checks.check_params(checks.TensorSpec(go_shape, acl_dtype, fmt), list(out_size), list(args.input_size),
@@ -84,7 +85,7 @@ def _bench(args: argparse.Namespace) -> int:
     partial["backend"] = backend.kind
     _check_device(args)
 
-    dtype = smoke.DTYPES[args.dtype]
+    dtype = as_dtype(args.dtype)
     read_bytes = math.prod(go_shape) * dtype.itemsize
     write_bytes = math.prod(gi_shape) * dtype.itemsize
     times: list[float] = partial["device_ms"]

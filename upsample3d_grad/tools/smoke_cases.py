@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from acl_bindings.enums import BFLOAT16
+from acl_bindings.enums import as_dtype
 
 from .. import checks, reference
 
-DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-                               "bfloat16": BFLOAT16}
+#: The dtypes of the cases, by name (``acl_bindings.enums.as_dtype`` makes each a numpy dtype).
+DTYPES = ("float32", "float16", "bfloat16")
 #: float32 part of the tolerance (relative, and absolute per summed element).
 RTOL32 = 1e-5
 ATOL_PER_ELEMENT = 1e-5
@@ -42,7 +42,7 @@ class SmokeCase:
     @property
     def np_dtype(self) -> np.dtype:
         """The numpy dtype."""
-        return DTYPES[self.dtype]
+        return as_dtype(self.dtype)
 
     @property
     def grad_out_shape(self) -> tuple[int, ...]:
