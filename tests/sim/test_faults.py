@@ -386,7 +386,7 @@ def _check_error(exc: BaseException | None, func: str, code: int, kind: type, bu
 
 @pytest.mark.parametrize("error_class", list(ERROR_CLASSES))
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_every_observed_call_fails_cleanly(name: str, error_class: str) -> None:
+def test_every_observed_call_fails_cleanly(name: str, error_class: str, frozen_heap: None) -> None:
     code, kind, builtin = ERROR_CLASSES[error_class]
     make = SCENARIOS[name]
     observed = _observe(make())
@@ -482,7 +482,7 @@ def _faulted_calls(make: Callable[[], Scenario], spec: str) -> dict[str, int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_a_second_fault_in_the_clean_up_fails_cleanly(name: str) -> None:
+def test_a_second_fault_in_the_clean_up_fails_cleanly(name: str, frozen_heap: None) -> None:
     """Every observed call fails, and then, in the same run, every clean-up call made after it fails too
     (each in turn): the error is one of the two injected, nothing leaks, the session still works."""
     make = SCENARIOS[name]
