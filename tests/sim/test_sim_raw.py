@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -1622,9 +1623,10 @@ def test_variant_tree_builds_and_runs(tmp_path, harness_dir):
     )
 
 
-def test_build_failure_is_reported(tmp_path):
+def test_build_failure_is_reported(tmp_path, sim_build):
     mod = _load_build_module()
     root = tmp_path / "broken"
+    shutil.copytree(sim_build["lib_dir"], root / "lib64")  # a built tree (mtimes kept): up to date unless forced
     res = mod.build(root, cc=str(tmp_path / "no-such-cc"), check=False, force=True)
     assert not res["ok"]
     text = (root / "BUILD_ERROR.txt").read_text()
@@ -1637,6 +1639,6 @@ def test_build_failure_is_reported(tmp_path):
     fake.chmod(0o755)
     res = mod.build(root, cc=str(fake), check=False, force=True)
     assert not res["ok"] and "fake compiler error" in (root / "BUILD_ERROR.txt").read_text()
-    # a working build removes the error file
+    # a successful build (here: the tree is up to date) removes the error file
     res = mod.build(root, check=False)
-    assert res["ok"] and not (root / "BUILD_ERROR.txt").exists()
+    assert res["ok"] and not res["rebuilt"] and not (root / "BUILD_ERROR.txt").exists()
