@@ -1,7 +1,5 @@
-"""Status codes of the CANN runtime and of aclnn: ``{code: (NAME, explanation)}``.
-
-Sources: cann-abi.md §3.4, §3.5 (docs/design.md, "The raw functions"); the explanations are our own wording.
-"""
+"""Status codes of the CANN runtime and of aclnn: ``{code: (NAME, explanation)}``, from cann-abi.md §3.4, §3.5
+(docs/design.md, "The raw functions"); the explanations are our own wording."""
 
 from __future__ import annotations
 
@@ -112,10 +110,9 @@ ACL_ERROR_UNINITIALIZE = 100001
 ACL_ERROR_REPEAT_INITIALIZE = 100002
 ACL_ERROR_RT_CONTEXT_NULL = 107002
 ACLNN_ERR_INNER_NULLPTR = 561103
-CANNSIM_ERR_STALE_HANDLE = 990101  # the simulator's own (acl_bindings/sim/src/cannsim.h)
-#: Simulator only (cannsim.h): aclrtFree/aclrtMemcpy/aclrtMemset raced work still queued on a stream.
+#: The simulator's own codes (acl_bindings/sim/src/cannsim.h), explained in :data:`CODES`.
+CANNSIM_ERR_STALE_HANDLE = 990101
 CANNSIM_ERR_QUEUED_WORK = 908401
-#: Simulator only (cannsim.h): device memory of another device than the one the call runs on.
 CANNSIM_ERR_OTHER_DEVICE = 908402
 
 #: ``(NAME, explanation)`` of an unlisted code, by its family (``code // 1000``).

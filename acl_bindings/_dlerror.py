@@ -1,7 +1,5 @@
-"""Why a shared library failed to load, in words, from ``dlopen``'s message and the file's ELF header.
-
-How a failure is read, and its usual remedy: docs/design.md, "Finding and loading the libraries".
-"""
+"""Why a shared library failed to load, in words, from ``dlopen``'s message and the file's ELF header (how, and the
+usual remedy: docs/design.md, "Finding and loading the libraries")."""
 
 from __future__ import annotations
 
@@ -56,8 +54,7 @@ def elf_mismatch(path: str) -> str | None:
         return None
     bits = {1: "32-bit", 2: "64-bit"}
     if theirs[0] != mine[0]:
-        return (f"built as a {bits.get(theirs[0], '?')} library, but this Python is "
-                f"{bits.get(mine[0], '?')}")
+        return f"built as a {bits.get(theirs[0], '?')} library, but this Python is {bits.get(mine[0], '?')}"
     if theirs[2] != mine[2] or theirs[1] != mine[1]:
         return (f"built for another architecture ({_MACHINES.get(theirs[2], f'machine {theirs[2]:#x}')}), but "
                 f"this machine is {_MACHINES.get(mine[2], f'machine {mine[2]:#x}')}")

@@ -1,7 +1,4 @@
-"""The raw C functions, bound lazily under their C names, with status checks.
-
-How each result is checked, logged and reported: docs/design.md, "The raw functions".
-"""
+"""The raw C functions, bound lazily under their C names, with status checks (docs/design.md, "The raw functions")."""
 
 from __future__ import annotations
 
@@ -14,13 +11,13 @@ from typing import Any, Callable
 
 from . import _config, _loader
 from ._codes import ACLNN_ERR_INNER_NULLPTR
-from ._resource import STATE, Resource, exit_error
+from ._resource import STATE, Resource, exit_error, release_cell
 from ._types import HANDLE_TYPES, STATUS_TYPES, aclIntArray_p, aclOpExecutor_p, aclTensor_p, c_int_result
 from .errors import AclError, ClosedError, LibraryNotFoundError
 from .prototypes import HOLDS_GIL, OPTIONAL, PROTOTYPES, SIM_ONLY, Prototype
 
 __all__ = ["lib", "Lib", "plain_types", "MissingSymbolError", "recent_error_message", "show_arg",
-           "raise_for_status", "null_handle_error"]
+           "raise_for_status", "null_handle_error", "destroy"]
 
 _log = logging.getLogger("acl_bindings")
 _OPAQUE = (aclTensor_p, aclIntArray_p, aclOpExecutor_p)
@@ -38,10 +35,7 @@ _last_read = threading.local()
 
 
 def recent_error_message() -> str:
-    """This thread's CANN error message since its last read; '' when none.
-
-    ``aclGetRecentErrMsg`` keeps its text across reads and puts each new message in front of the old
-    (cann-abi.md §10.2), so only the part before the text this thread last read is new."""
+    """This thread's CANN error message since its last read (docs/design.md, "The raw functions"); '' when none."""
     fn = lib._raw("aclGetRecentErrMsg")
     if fn is None:
         return ""
@@ -60,6 +54,11 @@ def raise_for_status(status: int, func: str) -> None:
     """Raise the :class:`AclError` of a non-zero *status* returned by the C function *func* (a no-op for 0)."""
     if status:
         raise failure(int(status), func)
+
+
+def destroy(cell: c_void_p, func: str) -> None:
+    """Release the handle in *cell* with the C function *func* (:func:`release_cell`); AclError when refused."""
+    raise_for_status(release_cell(cell, lib.unchecked(func)), func)
 
 
 def failure(status: int, func: str, default: str = "") -> Exception:
@@ -123,10 +122,8 @@ def _address(value: Any) -> str:
 
 
 def show_arg(value: Any, argtype: Any = None) -> str:
-    """A logged argument or result as its value: array contents (the first few items), handles as
-    ``aclTensor@0x...``, pointers in hex, out-parameters as ``&<value>``, enums by name; never a ctypes
-    object repr.  *argtype* is the parameter's ctypes type, when known (an int passed for a ``void*``
-    is shown as an address)."""
+    """A logged argument or result as its value (arrays' first items, ``aclTensor@0x...``, ``&<out>``, enum names),
+    never a ctypes repr; *argtype*, the parameter's ctypes type when known, shows an int for a ``void*`` in hex."""
     if isinstance(value, int) and not isinstance(value, (bool, IntEnum)) and argtype is c_void_p:
         return f"0x{value:x}" if value else "NULL"
     if isinstance(value, _BYREF):
@@ -167,23 +164,14 @@ def _logged(check: Callable[..., Any], restype: Any = None) -> Callable[..., Any
     return errcheck
 
 
-def errcheck_for(restype: Any, log: bool = False) -> Callable[..., Any]:
-    """The ``errcheck`` of a restype (docs/design.md, "The raw functions"); *log* adds call logging."""
-    if restype is c_int_result:
-        check = _int_value
-    elif restype in STATUS_TYPES:
-        check = _check_status
-    elif restype in HANDLE_TYPES:
-        check = _check_handle
-    else:
-        check = _passthrough
-    return _logged(check) if log else check
+#: The ``errcheck`` of each checked restype (docs/design.md, "The raw functions"); any other is passed through
+_CHECKS: dict[Any, Callable[..., Any]] = {c_int_result: _int_value, **dict.fromkeys(STATUS_TYPES, _check_status),
+                                          **dict.fromkeys(HANDLE_TYPES, _check_handle)}
 
 
 def plain_types(proto: Prototype) -> tuple[Any, tuple[Any, ...]]:
-    """``(restype, argtypes)`` of a prototype for an :meth:`Lib.unchecked` function: opaque handle pointers
-    become ``c_void_p`` (a handle result a Python int, or None), and pointers to them ``c_void_p *`` (an
-    out-parameter is a ``c_void_p`` cell); everything else is the table's own type."""
+    """``(restype, argtypes)`` of a prototype for :meth:`Lib.unchecked`: opaque handle pointers become ``c_void_p`` (a
+    handle result an int or None), pointers to them ``c_void_p *`` (a ``c_void_p`` cell); the rest are the table's."""
     _role, restype, argtypes = proto
     return _PLAIN.get(restype, restype), tuple(_PLAIN.get(t, t) for t in argtypes)
 
@@ -218,7 +206,8 @@ class Lib:
         if dll is None:
             return None
         fn = self._function(dll, name, restype, argtypes)
-        fn.errcheck = errcheck_for(restype, _config.log_calls())  # ACL_BINDINGS_LOG_CALLS is read at bind time
+        check = _CHECKS.get(restype, _passthrough)
+        fn.errcheck = _logged(check) if _config.log_calls() else check  # (ACL_BINDINGS_LOG_CALLS: read at bind time)
         bound = _bind(fn, argtypes)
         with self._lock:
             self._bound[name] = bound
@@ -245,12 +234,8 @@ class Lib:
         return fn
 
     def unchecked(self, name: str) -> Any:
-        """The ctypes function of *name* itself, **without errcheck**: the caller checks (:func:`raise_for_status`).
-
-        Its types are :func:`plain_types`: handles go in as ints or ``c_void_p`` (not handle objects), a handle
-        result comes back as an int or None, and an out-parameter takes its cell itself or ``byref(cell)``.
-        For results that must be stored in the statement of the call, and hot paths (docs/design.md, "The raw
-        functions").  :class:`MissingSymbolError` when the libraries do not export *name*."""
+        """The ctypes function of *name* itself, **without errcheck** (the caller checks: :func:`raise_for_status`),
+        of the :func:`plain_types` (docs/design.md, "The raw functions"); :class:`MissingSymbolError` if absent."""
         fn = self._unchecked.get(name)
         if fn is not None:
             return fn

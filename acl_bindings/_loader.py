@@ -1,11 +1,10 @@
-"""Finding and loading the CANN libraries, or the simulator: once per process, on first use.
-
-How the backend is chosen and each library found: docs/design.md, "Finding and loading the libraries".
-"""
+"""Finding and loading the CANN libraries, or the simulator: once per process, on first use (docs/design.md,
+"Finding and loading the libraries")."""
 
 from __future__ import annotations
 
 import _ctypes
+import contextlib
 import ctypes
 import importlib.util
 import logging
@@ -105,8 +104,7 @@ class Backend:
                     self.op_libraries.append(LibraryInfo("opapi", os.path.basename(path), path, via))
                     _log.debug("loaded operator library %s (%s)", path, via)
                 if hasattr(dll, symbol):
-                    info = next(i for i in self.op_libraries if i.path == path)
-                    return dll, info
+                    return dll, next(i for i in self.op_libraries if i.path == path)
         return None
 
     def op_failures(self) -> list[tuple[str, str]]:
@@ -172,24 +170,19 @@ def _open(path: str, symbols: tuple[str, ...], tried: list[tuple[str, str]],
 
 def _unload(dll: ctypes.CDLL) -> None:
     """dlclose an unused library: left loaded, it would stand in for the simulator's library of that soname."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         _ctypes.dlclose(dll._handle)  # type: ignore[attr-defined]
-    except (OSError, AttributeError):  # pragma: no cover - nothing more to do
-        pass
 
 
 def mapped_libraries(name: str) -> set[str]:
     """Real paths of the libraries called *name* (``libascendcl.so``) mapped into this process (Linux's
     ``/proc/self/maps``; empty elsewhere)."""
     found: set[str] = set()
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and os.path.basename(path := parts[5].strip()) == name:
-                    found.add(os.path.realpath(path))
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and os.path.basename(path := parts[5].strip()) == name:
+                found.add(os.path.realpath(path))
     return found
 
 
@@ -199,13 +192,6 @@ def _two_runtimes(other: str, ours: str, via: str, tried: list[tuple[str, str]])
         f"the loader chose {ours} ({via}): two CANN runtimes in one process share no devices, streams "
         f"or memory. Set ACL_BINDINGS_LIB_DIR={os.path.dirname(other)} (or source the set_env.sh of that "
         "install) before the first use", tried)
-
-
-def _refuse_a_second_runtime(rt_path: str, rt_via: str, tried: list[tuple[str, str]]) -> None:
-    """Refuse *rt_path* when another file of that name is loaded already (cann-abi.md §9.4)."""
-    present = mapped_libraries(os.path.basename(rt_path))
-    if present and os.path.realpath(rt_path) not in present:
-        raise _two_runtimes(sorted(present)[0], rt_path, rt_via, tried)
 
 
 def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], requested: str,
@@ -224,7 +210,9 @@ def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], req
             tried.append((rt_dir, why))
             broken.append((rt_dir, why))
             continue
-        _refuse_a_second_runtime(rt_path, rt_via, tried)
+        present = mapped_libraries(os.path.basename(rt_path))  # another file of that name (cann-abi.md §9.4)
+        if present and os.path.realpath(rt_path) not in present:
+            raise _two_runtimes(sorted(present)[0], rt_path, rt_via, tried)
         rt_dll = _open(rt_path, RUNTIME_ESSENTIAL, tried, broken)
         if rt_dll is None:
             continue
@@ -248,25 +236,20 @@ def simulator_status() -> tuple[bool, str]:
     err = SIM_ROOT / "BUILD_ERROR.txt"
     if not (lib64 / RUNTIME_NAMES[0]).is_file() and not err.is_file() and (SIM_ROOT / "build.py").is_file():
         _log.info("the simulator is not built yet: building it in %s", lib64)
-        _build_simulator()
+        spec = importlib.util.spec_from_file_location("_acl_bindings_sim_build", SIM_ROOT / "build.py")
+        assert spec is not None and spec.loader is not None  # (a .py file has a source loader)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        try:
+            module.build(SIM_ROOT, check=False)
+        except Exception as exc:  # the build writes BUILD_ERROR.txt itself; anything else is reported here
+            err.write_text(f"building the simulator failed: {exc}\n")
     if (lib64 / RUNTIME_NAMES[0]).is_file() and (lib64 / NNOPBASE_NAME).is_file():
         return True, f"simulator built in {lib64}"
     reason = err.read_text(errors="replace").strip() if err.is_file() else f"no libraries in {lib64}"
     return False, ("the CPU simulator is unavailable: " + reason +
                    "\nInstall a C compiler (gcc or clang) and reinstall the package, or run "
                    "`python -m acl_bindings.sim.build`.")
-
-
-def _build_simulator() -> None:
-    spec = importlib.util.spec_from_file_location("_acl_bindings_sim_build", SIM_ROOT / "build.py")
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    try:
-        module.build(SIM_ROOT, check=False)
-    except Exception as exc:  # the build writes BUILD_ERROR.txt itself; anything else is reported here
-        (SIM_ROOT / "BUILD_ERROR.txt").write_text(f"building the simulator failed: {exc}\n")
 
 
 def _tried_text(tried: list[tuple[str, str]]) -> str:

@@ -1,7 +1,5 @@
-"""Ownership of handles: one cell per handle, a finalizer net, one lock per object.
-
-The rules: docs/design.md, "Lifetimes and interrupts" and "Handle objects".
-"""
+"""Ownership of handles: one cell per handle, a finalizer net, one lock per object (docs/design.md, "Lifetimes and
+interrupts" and "Handle objects")."""
 
 from __future__ import annotations
 
@@ -72,10 +70,8 @@ def _quiet(release: Callable[..., Any], cell: c_void_p, *args: Any, before: Call
 
 
 def release_cell(cell: c_void_p, fn: Callable[..., int], *extra: Any) -> int:
-    """Call the C release *fn* (no ``errcheck``) on *cell*'s handle and return the status; nothing for an empty cell.
-
-    The handle leaves the cell before the call (back when refused), so an interrupt never makes it released twice.
-    """
+    """Call the C release *fn* (no ``errcheck``) on *cell*'s handle and return the status (nothing for an empty cell);
+    the handle leaves the cell before the call (back when refused), so it is never released twice."""
     handle = cell.value
     if not handle:
         return 0
@@ -162,9 +158,8 @@ class Resource:
         return cell is None or not cell.value
 
     def close(self) -> None:
-        """Release the handle now (holding the object's lock: a use in progress finishes first).  Calling it
-        again does nothing.  When the library refuses the release (an :class:`AclError`), the handle stays
-        owned: the error propagates, ``close()`` may be retried, and the finalizer net still runs."""
+        """Release the handle now (after a use in progress, under the object's lock); idempotent.  A refused release
+        (an :class:`AclError`) propagates with the handle still owned: ``close()`` may be retried."""
         with self._lock:
             cell = self._cell
             if cell is not None and cell.value:
@@ -177,7 +172,6 @@ class Resource:
             if fin is not None and fin.alive:
                 fin.detach()
                 self.__dict__.pop("_as_parameter_", None)
-                self._on_close()
 
     def _undo(self) -> None:
         """Release the handle of a constructor that failed after making it (a refused release is only logged)."""
@@ -185,9 +179,6 @@ class Resource:
             self.close()
         except Exception as exc:
             _log.debug("release after a failed constructor failed: %s", exc)
-
-    def _on_close(self) -> None:
-        """Hook: drop Python-side references after release was decided."""
 
     def _check_open(self) -> None:
         if self.closed:

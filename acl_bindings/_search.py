@@ -1,7 +1,5 @@
-"""Where the CANN libraries are looked for, in order (docs/design.md, "Finding and loading the libraries").
-
-Nothing is loaded here; every path read from the environment or ``vendors/config.ini`` is made absolute when read.
-"""
+"""Where the CANN libraries are looked for, in order (docs/design.md, "Finding and loading the libraries"); nothing
+is loaded here."""
 
 from __future__ import annotations
 
@@ -78,13 +76,6 @@ def _locate(names: tuple[str, ...], folders: list[tuple[str, str]],
     return out
 
 
-def _vendor_name_problem(name: str) -> str | None:
-    """Why *name* from ``vendors/config.ini`` is not one folder inside ``vendors/``, else None."""
-    if name in (".", "..") or "/" in name or "\\" in name or "\0" in name or os.path.isabs(name):
-        return f"vendor name {name!r} is not a single folder name: it would leave the vendors folder"
-    return None
-
-
 def _vendor_dirs() -> list[tuple[str, str]]:
     """Custom and vendor ``libcust_opapi.so`` paths (absolute), in lookup order, existing or not."""
     out = [(os.path.join(_absolute(entry), CUSTOM_OPAPI), "ASCEND_CUSTOM_OPP_PATH")
@@ -105,9 +96,9 @@ def _vendor_dirs() -> list[tuple[str, str]]:
             for vendor in (v.strip() for v in vendors.split(",")):
                 if not vendor:
                     continue
-                problem = _vendor_name_problem(vendor)
-                if problem is not None:
-                    message = f"{ini}: load_priority: {problem}; refused (it is not searched)"
+                if vendor in (".", "..") or "/" in vendor or "\\" in vendor or "\0" in vendor or os.path.isabs(vendor):
+                    message = (f"{ini}: load_priority: vendor name {vendor!r} is not a single folder name: it would "
+                               "leave the vendors folder; refused (it is not searched)")
                     _log.warning("%s", message)
                     warnings.warn(message, LoaderWarning, stacklevel=2)
                     continue

@@ -1,7 +1,5 @@
-"""C types of the CANN ABI as ctypes objects (cann-abi.md §2).
-
-Each opaque nnopbase struct has its own pointer type, so that ctypes refuses an ``aclIntArray*`` for an ``aclTensor*``.
-"""
+"""C types of the CANN ABI as ctypes objects (cann-abi.md §2); each opaque nnopbase struct has its own pointer type,
+so that ctypes refuses an ``aclIntArray*`` for an ``aclTensor*``."""
 
 from __future__ import annotations
 

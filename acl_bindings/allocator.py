@@ -1,7 +1,5 @@
-"""A stream-ordered caching allocator: device memory reused without aclrtMalloc/aclrtFree.
-
-Its rules: docs/design.md, "The allocator's ordering".
-"""
+"""A stream-ordered caching allocator: device memory reused without aclrtMalloc/aclrtFree (docs/design.md, "The
+allocator's ordering")."""
 
 from __future__ import annotations
 
@@ -29,12 +27,8 @@ def _rounded(nbytes: int) -> int:
 
 
 class StreamClock:
-    """How much of the work queued on one stream is known to be finished.
-
-    :attr:`launched` counts the work queued (:meth:`queued`, right before the C call); :attr:`done` is the count
-    a synchronisation saw when it began (:meth:`sync`).  Memory used until now is safe once ``done`` reaches
-    :meth:`ready_mark`'s value.
-    """
+    """How much of the work queued on one stream is known to be finished: :attr:`launched` counts the work queued
+    (:meth:`queued`), :attr:`done` is the count a synchronisation saw when it began (:meth:`sync`)."""
 
     __slots__ = ("launched", "done", "synchronize")
 

@@ -24,13 +24,11 @@ _A = TypeVar("_A", bound="DeviceArray")
 def positive_strides(array: np.ndarray, param: str, func: str) -> tuple[int, ...]:
     """*array*'s strides in elements; 161002 naming *param* when one is negative or not a multiple of the item size."""
     if any(s < 0 for s in array.strides):
-        raise AclnnParamError(161002, func,
-                              f"{param}: negative strides {array.strides} are not supported; "
-                              "pass np.ascontiguousarray(...)")
+        raise AclnnParamError(161002, func, f"{param}: negative strides {array.strides} are not supported; "
+                                            "pass np.ascontiguousarray(...)")
     if any(s % array.itemsize for s in array.strides):
-        raise AclnnParamError(161002, func,
-                              f"{param}: strides {array.strides} are not multiples of the item size "
-                              f"{array.itemsize}")
+        raise AclnnParamError(161002, func, f"{param}: strides {array.strides} are not multiples of the item size "
+                                            f"{array.itemsize}")
     return tuple(s // array.itemsize for s in array.strides)
 
 
@@ -115,10 +113,8 @@ class DeviceArray:
             run_all([*([] if tensor is None else [tensor.close]), self._sync_before_free, self.buffer.close])
 
     def _sync_before_free(self) -> None:
-        # the session's own calls are ordered by its stream clock (a cached block is reused only after the
-        # stream passed them); work queued through the raw two-phase API on the tensor, or memory that goes
-        # back to the library now, may still be read: wait for the stream (after aclFinalize, or in a forked
-        # child, nothing is released: nothing to wait for)
+        # the stream clock orders the session's own calls; raw two-phase work on the tensor, or memory going back to
+        # the library now, may still be read: wait for the stream (unless nothing is released)
         if not self.session.closed and not self.buffer.closed and (
                 self._tensor is not None or not isinstance(self.buffer, PooledBuffer)) and releases_allowed():
             self.session._sync()

@@ -11,21 +11,9 @@ from typing import Any
 from . import _codes
 
 __all__ = [
-    "AclError",
-    "AclParamError",
-    "AclnnParamError",
-    "AclTypeError",
-    "AclMemoryError",
-    "AclRuntimeError",
-    "AclnnInnerError",
-    "AclStateError",
-    "LibraryNotFoundError",
-    "ClosedError",
-    "SimulatorUnavailableError",
-    "ProcessForkedError",
-    "LoaderWarning",
-    "BackendFallbackWarning",
-    "error_class_for",
+    "AclError", "AclParamError", "AclnnParamError", "AclTypeError", "AclMemoryError", "AclRuntimeError",
+    "AclnnInnerError", "AclStateError", "LibraryNotFoundError", "ClosedError", "SimulatorUnavailableError",
+    "ProcessForkedError", "LoaderWarning", "BackendFallbackWarning", "error_class_for",
 ]
 
 _PARAM_CODES = {100000, 107000, 107001, 161001, 161002, 200002}

@@ -1,23 +1,20 @@
-"""Device buffers and pinned host buffers.
-
-Wraps: aclrtMalloc, aclrtFree, aclrtMallocHost, aclrtFreeHost, aclrtMemcpy[Async], aclrtMemset[Async].
-"""
+"""Device buffers and pinned host buffers.  Wraps: aclrtMalloc, aclrtFree, aclrtMallocHost, aclrtFreeHost,
+aclrtMemcpy[Async], aclrtMemset[Async]."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import weakref
-from ctypes import byref, c_void_p
 from typing import Any
 
 import numpy as np
 
-from ._lib import lib, raise_for_status
-from ._resource import Resource, in_use, release_cell
+from ._lib import lib
+from ._resource import in_use
 from .enums import MemcpyKind, MemMallocPolicy
 from .runtime import Device
-from .streams import Stream
+from .streams import Stream, _OnDevice
 from .values import index_arg, int32_arg
 
 __all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes", "buffer_closes"]
@@ -55,32 +52,21 @@ def _check_nbytes(nbytes: object) -> None:
         raise ValueError(f"nbytes: expected a positive int below 2**64 (a size_t), got {nbytes!r}")
 
 
-def _free(cell: c_void_p, device: Device, func: str) -> None:
-    """Free the memory of *cell* with the C function *func* (``aclrtFree``, ``aclrtFreeHost``)."""
-    with device.active():
-        raise_for_status(release_cell(cell, lib.unchecked(func)), func)
-
-
-class DeviceBuffer(Resource):
+class DeviceBuffer(_OnDevice):
     """*nbytes* (> 0) of device memory on *device* (kept alive), allocated with the ``aclrtMemMallocPolicy``
     *policy* (default ``HUGE_FIRST``, as the official sample)."""
 
     _what = "device buffer"
+    _funcs = ("aclrtMalloc", "aclrtFree")
+    _attr = "ptr"
+    _passed_as_itself = True
+    ptr: int
 
     def __init__(self, device: Device, nbytes: int, policy: MemMallocPolicy = MemMallocPolicy.HUGE_FIRST) -> None:
         _check_nbytes(nbytes)
-        self.device = device
         self.nbytes = int(nbytes)
         # collected without close(): wait for queued work that may still use it, then free
-        cell = self._arm(_free, device, "aclrtFree", before=device.synchronize)
-        try:
-            with device.active():
-                lib.aclrtMalloc(byref(cell), self.nbytes, int(policy))  # owned from the moment it returns
-            self.ptr: int = int(cell.value or 0)
-            self._as_parameter_ = c_void_p(self.ptr)
-        except BaseException:
-            self._undo()  # made but not finished: released now, not left to the garbage collector
-            raise
+        self._make(device, self.nbytes, int(policy), before=device.synchronize)
 
     def close(self) -> None:
         """Free the memory now; idempotent."""
@@ -100,11 +86,8 @@ class DeviceBuffer(Resource):
 
     @in_use
     def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
-        """Copy *array*'s bytes (its :func:`host_span`) to ``ptr + offset``.
-
-        With *stream*, the copy is queued (``aclrtMemcpyAsync``); *array* must then stay
-        alive and unchanged until the stream is synchronised.
-        """
+        """Copy *array*'s bytes (its :func:`host_span`) to ``ptr + offset``; with *stream* the copy is queued
+        (``aclrtMemcpyAsync``), and *array* must stay alive and unchanged until the stream is synchronised."""
         addr, n = host_span(np.asarray(array))
         offset, n = self._range(offset, n, "upload")
         if n == 0:
@@ -118,10 +101,8 @@ class DeviceBuffer(Resource):
 
     @in_use
     def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
-        """Copy bytes at ``ptr + offset`` into *out*'s :func:`host_span` (synchronous) and return *out*.
-
-        Work queued on streams is not waited for: synchronise the stream first.
-        """
+        """Copy bytes at ``ptr + offset`` into *out*'s :func:`host_span` (synchronous) and return *out*; work queued on
+        streams is not waited for: synchronise the stream first."""
         if not out.flags.writeable:
             raise ValueError("out: the array is read-only")
         addr, n = host_span(out)
@@ -158,30 +139,24 @@ class DeviceBuffer(Resource):
         return f"<DeviceBuffer {self.nbytes} bytes {state} on device {self.device.id}>"
 
 
-class HostBuffer(Resource):
+class HostBuffer(_OnDevice):
     """*nbytes* of pinned host memory; :meth:`array` views it as numpy (a view keeps it alive, and ``close()``
     raises :class:`BufferError` while views exist)."""
 
     _what = "host buffer"
+    _funcs = ("aclrtMallocHost", "aclrtFreeHost")
+    _attr = "ptr"
+    ptr: int
 
     def __init__(self, device: Device, nbytes: int) -> None:
         _check_nbytes(nbytes)
-        self.device = device
         self.nbytes = int(nbytes)
         self._views: list[weakref.ref] = []  # the ctypes arrays the numpy views are made from
-        cell = self._arm(_free, device, "aclrtFreeHost", before=device.synchronize)
-        try:
-            with device.active():
-                lib.aclrtMallocHost(byref(cell), self.nbytes)  # owned from the moment it returns
-            self.ptr: int = int(cell.value or 0)
-        except BaseException:
-            self._undo()  # made but not finished: released now, not left to the garbage collector
-            raise
+        self._make(device, self.nbytes, before=device.synchronize)
 
     @in_use
     def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A numpy view of the buffer (no copy); it keeps this buffer alive."""
-        self._check_open()
         dt = np.dtype(dtype)
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
         raw._owner = self  # type: ignore[attr-defined]  # every view's base chain ends here

@@ -1,18 +1,16 @@
-"""aclTensor and aclIntArray handles (nnopbase).
-
-Wraps: aclCreateTensor, aclDestroyTensor, aclCreateIntArray, aclDestroyIntArray.
-"""
+"""aclTensor and aclIntArray handles (nnopbase).  Wraps: aclCreateTensor, aclDestroyTensor, aclCreateIntArray,
+aclDestroyIntArray."""
 
 from __future__ import annotations
 
 import math
-from ctypes import c_int64, c_void_p, cast
+from ctypes import c_int64, cast
 from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._lib import lib, null_handle_error, raise_for_status
-from ._resource import Resource, release_cell
+from ._lib import destroy, lib, null_handle_error
+from ._resource import Resource
 from ._types import aclIntArray_p, aclTensor_p
 from .enums import _ITEM_SIZES, DataType, Format, acl_to_dtype, dtype_to_acl
 from .memory import DeviceBuffer
@@ -22,11 +20,9 @@ __all__ = ["Tensor", "IntArray", "TensorArg", "contiguous_strides", "view_extent
 
 
 class TensorArg(NamedTuple):
-    """How a tensor argument is described to the library: an aclTensor over memory the call does not own.
-
-    *strides* and *offset* are in elements, *address* is the start of the storage (the view starts
-    *offset* elements in), *format* an ``aclFormat``, *storage_dims* the storage shape.
-    """
+    """How a tensor argument is described to the library, an aclTensor over memory the call does not own: *strides*
+    and *offset* in elements, *address* the storage's start (the view starts *offset* elements in), *format* an
+    ``aclFormat``, *storage_dims* the storage shape."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -52,11 +48,8 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> int:
-    """Elements from the storage's start to one past the last element a view reaches (0 for an empty view).
-
-    This is the smallest 1-D storage that covers the view (nnopbase's ``Validate``, cann-abi.md
-    §8.1: ``offset + sum(max(0, stride*(dim-1))) + 1``).
-    """
+    """Elements from the storage's start to one past the last element a view reaches (0 for an empty view): the
+    smallest 1-D storage that covers it (nnopbase's ``Validate``, cann-abi.md §8.1)."""
     if any(int(n) == 0 for n in shape):
         return 0
     return int(offset) + sum(max(0, int(st) * (int(n) - 1)) for n, st in zip(shape, strides)) + 1
@@ -79,10 +72,8 @@ _EXACT_OVERLAP_LIMIT = 1 << 22  # elements: above this, a layout the quick rule 
 
 
 def overlap_problem(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> Optional[str]:
-    """Why two elements of an array with these byte *strides* share memory, or None when none do.
-
-    A layout the quick rule cannot clear is checked element by element up to 2**22 elements; above, it is refused.
-    """
+    """Why two elements of an array with these byte *strides* share memory, or None (docs/design.md, "Handle
+    objects")."""
     if any(n == 0 for n in shape):
         return None
     for k, (n, s) in enumerate(zip(shape, strides)):
@@ -113,17 +104,13 @@ def _int64_array(values: Sequence[int], what: str) -> Any:
     return (c_int64 * len(ints))(*ints)
 
 
-def _destroy(cell: c_void_p, func: str) -> None:
-    raise_for_status(release_cell(cell, lib.unchecked(func)), func)
-
-
 class _Handle(Resource):
     """An nnopbase handle that one C function makes and another destroys."""
 
-    def _create(self, func: str, destroy: str, kind: Any, *args: Any) -> None:
-        """Make the handle: ``func(*args)``, a *kind* pointer (NULL raises), destroyed by the C function *destroy*."""
+    def _create(self, func: str, release: str, kind: Any, *args: Any) -> None:
+        """Make the handle: ``func(*args)``, a *kind* pointer (NULL raises), destroyed by the C function *release*."""
         create = lib.unchecked(func)
-        cell = self._arm(_destroy, destroy)
+        cell = self._arm(destroy, release)
         try:
             cell.value = create(*args)  # stored in the statement of the call: owned from the moment it returns
             if not cell.value:

@@ -1,17 +1,16 @@
-"""Generic two-phase aclnn operators: :class:`TwoPhaseOp` declares ``aclnnXGetWorkspaceSize(<schema args>,
-uint64_t *workspaceSize, aclOpExecutor **executor)`` and ``aclnnX(void *workspace, uint64_t workspaceSize,
-aclOpExecutor *executor, aclrtStream stream)`` from the name ``X`` and an argument schema; its :class:`Executor`
-and :class:`Workspace`.  How an operator is declared and run: docs/design.md."""
+"""Generic two-phase aclnn operators: :class:`TwoPhaseOp` declares both phases (``prototypes.two_phase_prototypes``)
+from a name and an argument schema; its :class:`Executor` and :class:`Workspace` (how they run: docs/design.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from ctypes import c_double, c_uint64, c_void_p, cast, pointer
 from enum import Enum
 from typing import Any, NamedTuple, Sequence
 
-from ._lib import lib, raise_for_status
-from ._resource import Resource, lock_of, release_cell, releases_allowed
+from ._lib import destroy, lib, raise_for_status
+from ._resource import Resource, lock_of, releases_allowed
 from ._types import aclIntArray_p, aclOpExecutor_p, aclTensor_p
 from .memory import DeviceBuffer
 from .meta import Tensor
@@ -69,16 +68,9 @@ def double(name: str) -> Arg:
     return Arg(name, ArgKind.DOUBLE)
 
 
-def _destroy_executor(cell: c_void_p) -> None:
-    raise_for_status(release_cell(cell, lib.unchecked("aclDestroyAclOpExecutor")), "aclDestroyAclOpExecutor")
-
-
 class Executor(Resource):
-    """An ``aclOpExecutor`` returned by phase 1.
-
-    It is consumed by its first phase-2 run unless :meth:`make_repeatable` was called.
-    ``close()`` destroys an executor that was never consumed.
-    """
+    """An ``aclOpExecutor`` returned by phase 1, consumed by its first phase-2 run unless :meth:`make_repeatable`
+    was called; ``close()`` destroys one never consumed."""
 
     _what = "executor"
 
@@ -90,7 +82,7 @@ class Executor(Resource):
         self.slot = slot
         self.runs = 0
         self._keep = keep  # tensors and arrays the executor refers to stay alive with it
-        cell = self._arm(_destroy_executor)
+        cell = self._arm(destroy, "aclDestroyAclOpExecutor")
         #: the executor as its pointer type: a view of the cell, so it shows what phase 1 writes there
         self.handle: Any = aclOpExecutor_p.from_buffer(cell)
         #: where phase 1 writes the executor (``aclOpExecutor **``): owned from the moment it returns
@@ -136,7 +128,8 @@ class Executor(Resource):
             self.close()
             return
         if self._cell is not None and self._cell.value:
-            _destroy_executor(self._cell)  # (refused: it stays, and the next phase 1 into this slot retries it)
+            # (refused: it stays, and the next phase 1 into this slot retries it)
+            destroy(self._cell, "aclDestroyAclOpExecutor")
             self.__dict__.pop("_as_parameter_", None)
 
 
@@ -233,10 +226,8 @@ class TwoPhaseOp:
         rc = self._phase1(*args, size, slot._cell)  # (the cell itself: written in place)
         slot._adopted()
         if rc:
-            try:
+            with contextlib.suppress(Exception):  # (phase 1's error is reported; the next phase 1 retries the drop)
                 slot._drop()
-            except Exception:
-                pass  # (phase 1's error is the one to report; the next phase 1 into the slot retries it)
             raise_for_status(rc, self.phase1_name)
         return self._result(int(size.value), slot)
 

@@ -17,10 +17,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_NO_LIBRARY = 0, 1, 2, 3
 
 
 def collect() -> dict[str, Any]:
-    """Load the backend and gather what it says about itself.
-
-    Raises :class:`LibraryNotFoundError` when no library could be loaded.
-    """
+    """Load the backend and gather what it says about itself (:class:`LibraryNotFoundError` if nothing loads)."""
     backend = _loader.load()
     info: dict[str, Any] = {
         "fallback": backend.fallback,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import os
@@ -107,26 +108,21 @@ def _release(at_exit: bool) -> None:
 
 def _finalize_at_exit() -> None:
     STATE.exiting = True  # (first: a call failing from here on says why, in one error type)
-    try:
+    with contextlib.suppress(AclError, ClosedError):  # nothing useful can be done at exit; never print from here
         _release(at_exit=True)
-    except (AclError, ClosedError):
-        pass  # nothing useful can be done at interpreter exit; never print from here
 
 
 _get_current: Any = None  # lib.unchecked("aclrtGetCurrentContext") (bound on first use)
 _ctx_out = threading.local()  # .v: this thread's c_void_p for the result (passed itself: see Lib.unchecked)
 
 
-def _bind_get_current() -> Any:
-    global _get_current
-    _get_current = lib.unchecked("aclrtGetCurrentContext")
-    return _get_current
-
-
 def current_context() -> int:
     """The calling thread's current context (``aclrtGetCurrentContext``); 0 when none is current.  Raises
     :class:`AclError` for any other failure (100001 after finalisation, say)."""
-    fn = _get_current or _bind_get_current()
+    global _get_current
+    fn = _get_current
+    if fn is None:
+        fn = _get_current = lib.unchecked("aclrtGetCurrentContext")
     try:
         out = _ctx_out.v
     except AttributeError:
@@ -145,11 +141,10 @@ def _set_current(ctx: int) -> None:
 
 
 def _restore(ctx: int) -> None:
-    """Make *ctx* current while another exception (an interrupt) is on its way; a failure is not reported."""
-    try:
+    """Make *ctx* current while another exception (an interrupt) is on its way; a failure is not reported (the
+    exception on its way is; a refusal's message was read when it was raised)."""
+    with contextlib.suppress(Exception):
         _set_current(ctx)
-    except Exception:
-        pass  # (the exception on its way is the one to report; a refusal's message was read when it was raised)
 
 
 class _Guard:
@@ -194,8 +189,7 @@ class _Guard:
             return
         prev = self._prev
         if not prev or prev == self._device.context:
-            # (with no previous context there is none to restore: aclrtSetCurrentContext refuses NULL,
-            # RT src/acl/aclrt_impl/context.cpp; this device's context stays current)
+            # (no previous context: none to restore, aclrtSetCurrentContext refuses NULL; this one stays current)
             _tls.ctx = outer if prev else 0
             return
         _tls.ctx = 0  # unknown until the previous context is current again
@@ -301,11 +295,9 @@ class Device(Resource):
                 lib.aclrtGetCurrentContext(byref(ctx))
                 self.context: int = int(ctx.value or 0)
             finally:
-                if prev and prev != getattr(self, "context", 0):
-                    try:
-                        _set_current(prev)  # aclrtSetDevice made this device's context current
-                    except AclParamError:
-                        pass  # the previous context is gone (its device was reset on another thread): none to restore
+                if prev and prev != getattr(self, "context", 0):  # aclrtSetDevice made this device's context current
+                    with contextlib.suppress(AclParamError):  # (refused: that context is gone, its device reset)
+                        _set_current(prev)
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
@@ -344,5 +336,4 @@ class Device(Resource):
     def __repr__(self) -> str:
         backend = _loader.loaded()
         kind = backend.kind if backend else "?"
-        state = "closed" if self.closed else "open"
-        return f"<Device {self.id} backend={kind} {state}>"
+        return f"<Device {self.id} backend={kind} {'closed' if self.closed else 'open'}>"

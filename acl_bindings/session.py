@@ -87,10 +87,9 @@ class Session:
         return self.device.active()
 
     def close(self) -> None:
-        """Synchronise, then release prepared calls, arrays, plans, workspace, stream and device.  Idempotent.
-
-        Every release is attempted (the first error is raised); the device is reset only once everything that
-        needs it was released, so after a failure another ``close()`` finishes the job."""
+        """Synchronise, then release prepared calls, arrays, plans, workspace, stream and device; idempotent.  Every
+        release is attempted (the first error is raised), the device reset only once nothing needs it: after a
+        failure another ``close()`` finishes the job."""
         with self._lock:
             if self._closed and self.device.closed:
                 return

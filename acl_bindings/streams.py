@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ctypes import byref, c_float, c_void_p
+from typing import Any, Callable
 
-from ._lib import lib, raise_for_status
-from ._resource import Resource, in_use, release_cell
+from ._lib import destroy, lib
+from ._resource import Resource, in_use
 from .runtime import Device
 from .values import int32_arg
 
@@ -14,24 +15,29 @@ __all__ = ["Stream", "Event"]
 
 def _destroy(cell: c_void_p, device: Device, func: str) -> None:
     with device.active():
-        raise_for_status(release_cell(cell, lib.unchecked(func)), func)
+        destroy(cell, func)
 
 
 class _OnDevice(Resource):
     """A handle made on *device* by the C function ``_funcs[0]``, released by ``_funcs[1]``; keeps the device alive."""
 
     _funcs = ("", "")
+    _attr = "handle"  # the int attribute that holds the handle
     _passed_as_itself = False  # whether the object is passed to C as its handle (``_as_parameter_``)
 
     def __init__(self, device: Device) -> None:
+        self._make(device)
+
+    def _make(self, device: Device, *args: Any, before: Callable[[], Any] | None = None) -> None:
+        """``_funcs[0](&handle, *args)`` on *device*; *before* runs before a release by the finalizer."""
         self.device = device
-        cell = self._arm(_destroy, device, self._funcs[1])
+        cell = self._arm(_destroy, device, self._funcs[1], before=before)
         try:
             with device.active():
-                getattr(lib, self._funcs[0])(byref(cell))  # owned from the moment it returns
-            self.handle: int = int(cell.value or 0)
+                getattr(lib, self._funcs[0])(byref(cell), *args)  # owned from the moment it returns
+            setattr(self, self._attr, int(cell.value or 0))
             if self._passed_as_itself:
-                self._as_parameter_ = c_void_p(self.handle)
+                self._as_parameter_ = c_void_p(cell.value)
         except BaseException:
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
@@ -43,6 +49,7 @@ class Stream(_OnDevice):
     _what = "stream"
     _funcs = ("aclrtCreateStream", "aclrtDestroyStream")
     _passed_as_itself = True
+    handle: int
 
     @in_use
     def synchronize(self, timeout_ms: int | None = None) -> None:
@@ -64,6 +71,7 @@ class Event(_OnDevice):
 
     _what = "event"
     _funcs = ("aclrtCreateEvent", "aclrtDestroyEvent")
+    handle: int
 
     @in_use
     def record(self, stream: Stream) -> None:

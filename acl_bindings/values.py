@@ -1,8 +1,5 @@
-"""The one definition of each rule for argument values: ints, int32s and int arrays.
-
-A value a caller chooses is checked here before ctypes sees it (ctypes drops the high bits of a too-large int,
-and takes ``True`` for 1), with an error that names the parameter.
-"""
+"""The one definition of each rule for argument values (ints, int32s, int arrays), checked before ctypes sees them
+(it drops the high bits of a too-large int, and takes ``True`` for 1), with an error that names the parameter."""
 
 from __future__ import annotations
 
@@ -25,10 +22,8 @@ def index_arg(what: str, value: object) -> int:
 
 
 def int32_arg(what: str, value: object, minimum: int = -(2 ** 31), rule: str = "") -> int:
-    """*value* checked for an ``int32_t`` parameter: TypeError / ValueError naming *what* otherwise.
-
-    *rule* describes the accepted values in the message (default: the range).
-    """
+    """*value* checked for an ``int32_t`` parameter (TypeError / ValueError naming *what*, and *rule*: the accepted
+    values, default the range)."""
     number = index_arg(what, value)
     if not minimum <= number < 2 ** 31:
         raise ValueError(f"{what}: expected {rule or f'an int in [{minimum}, 2**31)'}, got {number}")

@@ -47,18 +47,14 @@ def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
     return kind(code, func, f"{_name(param)}: {rule}")
 
 
-def _type_fail(param: str, rule: str, func: str = PHASE1) -> AclnnParamError:
-    """A wrong Python type: an :class:`acl_bindings.AclTypeError` (a ``TypeError``) with CANN's 161002."""
-    return _fail(param, rule, func=func, kind=AclTypeError)
-
-
 def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional[TensorSpec]:
     """The :class:`TensorSpec` of a numpy array in *layout* (None stays None); errors name *func*, and a value
     that is not a numpy array raises :class:`acl_bindings.AclTypeError`."""
     if array is None:
         return None
     if not isinstance(array, np.ndarray):
-        raise _type_fail(param, f"expected a numpy array ({SUPPORTED_NAMES}), got {type(array).__name__}", func)
+        raise _fail(param, f"expected a numpy array ({SUPPORTED_NAMES}), got {type(array).__name__}", func=func,
+                    kind=AclTypeError)  # (a TypeError, with CANN's 161002)
     try:
         acl = int(dtype_to_acl(array.dtype))
     except TypeError:
@@ -91,7 +87,7 @@ def normalize_scales(scales_d: Any, scales_h: Any, scales_w: Any, func: str = PH
             out.append(0.0)
             continue
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
-            raise _type_fail(name, f"expected a float or None, got {type(v).__name__} {v!r}", func)
+            raise _fail(name, f"expected a float or None, got {type(v).__name__} {v!r}", func=func, kind=AclTypeError)
         out.append(float(v))
     return out[0], out[1], out[2]
 

@@ -52,16 +52,13 @@ def check_out_memory(out: ArrayLike, param: str = "gradInput") -> None:
 
 def empty_dtype(dtype: Any) -> np.dtype:
     """*dtype* for :meth:`Session.empty`: a wrong one is an :class:`acl_bindings.AclTypeError` naming it."""
+    dt = None
     try:
         dt = np.dtype(dtype)
-    except TypeError:
-        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dtype!r}") \
-            from None
-    try:
         dtype_to_acl(dt)
     except TypeError:
-        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {dt}") \
-            from None
+        got = repr(dtype) if dt is None else dt
+        raise AclTypeError(161002, EMPTY, f"dtype: expected {checks.SUPPORTED_NAMES} (or int64), got {got}") from None
     return dt
 
 

@@ -78,12 +78,10 @@ def check_params(grad_out: Optional[TensorSpec], output_size: Any, input_size: A
     if len(in_sz) != 5:
         raise _fail("inputSize", f"expected 5 values (N, C, D, H, W), got {len(in_sz)}: {in_sz}")
     # 4. elements and shapes
-    for k, name in enumerate("DHW"):
-        if in_sz[2 + k] <= 0:
-            raise _fail("inputSize", f"{name} must be > 0, got {in_sz}")
-    for k, name in enumerate("DHW"):
-        if out_sz[k] <= 0:
-            raise _fail("outputSize", f"{name} must be > 0, got {out_sz}")
+    for param, values, dhw in (("inputSize", in_sz, in_sz[2:]), ("outputSize", out_sz, out_sz)):
+        for name, v in zip("DHW", dhw):
+            if v <= 0:
+                raise _fail(param, f"{name} must be > 0, got {values}")
     n, c = in_sz[0], in_sz[1]
     if n < 0 or c < 0:
         raise _fail("inputSize", f"N and C must be >= 0, got {in_sz}")
@@ -206,11 +204,8 @@ _GO = TensorSpec((2, 2, 6, 8, 10), F32, NCDHW)
 _GI = TensorSpec((2, 2, 3, 4, 5), F32, NCDHW)
 _OUT = (6, 8, 10)
 _IN = (2, 2, 3, 4, 5)
-
-
-def _bad_dtype(dt: DataType) -> BadCase:
-    return BadCase(f"dtype {dt.name}", TensorSpec(_GO.shape, int(dt)), _OUT, _IN, TensorSpec(_GI.shape, int(dt)),
-                   161002, "gradOut")
+_BAD_DTYPES = (DataType.UINT8, DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.DOUBLE,
+               DataType.BOOL, DataType.COMPLEX64, DataType.COMPLEX128)
 
 
 def _same(label: str, shape: tuple[int, ...], param: str, **kw: Any) -> BadCase:
@@ -220,8 +215,8 @@ def _same(label: str, shape: tuple[int, ...], param: str, **kw: Any) -> BadCase:
 
 BAD_CASES: list[BadCase] = [
     # official unit-test cases (cann-abi.md §5.6)
-    *[_bad_dtype(dt) for dt in (DataType.UINT8, DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
-                                DataType.DOUBLE, DataType.BOOL, DataType.COMPLEX64, DataType.COMPLEX128)],
+    *[BadCase(f"dtype {dt.name}", TensorSpec(_GO.shape, int(dt)), _OUT, _IN, TensorSpec(_GI.shape, int(dt)), 161002,
+              "gradOut") for dt in _BAD_DTYPES],
     BadCase("dtype mismatch", _GO, _OUT, _IN, TensorSpec(_GI.shape, F16), 161002, "gradInput"),
     BadCase("gradOut None", None, _OUT, _IN, _GI, 161001, "gradOut"),
     BadCase("outputSize None", _GO, None, _IN, _GI, 161001, "outputSize"),

@@ -40,12 +40,6 @@ def aclnnUpsampleNearestExact3d(workspace: Optional[int], workspaceSize: int, ex
     OP.execute(workspace, workspaceSize, executor, stream)
 
 
-def _soc() -> str:
-    """The forward's host-check variant for this machine's SoC (``"310p"``, ``"ascend950"`` or ``"a2a3"``)."""
-    name = soc_name()
-    return "310p" if name.startswith("Ascend310P") else soc_family(name)
-
-
 def check(x_spec: TensorSpec, y_spec: Optional[TensorSpec], output_size: Any, scales_d: Any, scales_h: Any,
           scales_w: Any, *, strict: bool = True) -> tuple[int, ...]:
     """The forward's host checks for this machine's SoC of *x_spec* and *y_spec* (None: the result it will make);
@@ -53,7 +47,9 @@ def check(x_spec: TensorSpec, y_spec: Optional[TensorSpec], output_size: Any, sc
     shape = result_shape(x_spec, output_size)
     if y_spec is None:
         y_spec = TensorSpec(shape, x_spec.dtype, x_spec.format)
-    forward_checks.check_forward_params(x_spec, output_size, scales_d, scales_h, scales_w, y_spec, soc=_soc(),
+    name = soc_name()
+    soc = "310p" if name.startswith("Ascend310P") else soc_family(name)  # (the variant of this machine's SoC)
+    forward_checks.check_forward_params(x_spec, output_size, scales_d, scales_h, scales_w, y_spec, soc=soc,
                                         strict=strict)
     return shape
 
@@ -61,9 +57,7 @@ def check(x_spec: TensorSpec, y_spec: Optional[TensorSpec], output_size: Any, sc
 def result_shape(x_spec: TensorSpec, output_size: Any) -> tuple[int, ...]:
     """out's shape for *output_size*; ``(-1,)`` when the input cannot give one (the checks then report why)."""
     try:
-        osz = tuple(int(v) for v in output_size)
+        od, oh, ow = (int(v) for v in output_size)
     except (TypeError, ValueError):
         return (-1,)
-    if len(x_spec.shape) != 5 or len(osz) != 3:
-        return (-1,)
-    return forward_checks.forward_result_shape(x_spec, (osz[0], osz[1], osz[2]))
+    return forward_checks.forward_result_shape(x_spec, (od, oh, ow)) if len(x_spec.shape) == 5 else (-1,)

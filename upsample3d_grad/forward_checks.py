@@ -3,19 +3,18 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from acl_bindings import AclnnParamError, DataType, Format
+from acl_bindings import DataType, Format
 from acl_bindings.enums import dtype_name
 
-from .arguments import SCALE_NAMES as _SCALE_NAMES
-from .arguments import SUPPORTED as _SUPPORTED
-from .arguments import _check_scale_values, _mixed_given
-from .checks import MixedScalesWarning, TensorSpec, _layout_name, int_sequence, normalize_scales, view_copy_layouts
-from .checks import _fail as checks_fail
+from . import arguments
+from .arguments import SCALE_NAMES, SUPPORTED, _check_scale_values, _mixed_given, int_sequence, normalize_scales
+from .checks import _BAD_DTYPES, INT32_MAX, MixedScalesWarning, TensorSpec, _layout_name, view_copy_layouts
 from .op import physical_shape
 
 __all__ = [
@@ -26,13 +25,9 @@ __all__ = [
 FORWARD_PHASE1 = "aclnnUpsampleNearestExact3dGetWorkspaceSize"
 #: The absolute tolerance on a scale in the band check (§2.1).
 SCALE_EPSILON = 1e-5
-INT32_MAX = 2 ** 31 - 1
 _INT64_LIMIT = 2.0 ** 63
 _SUPPORTED_310P = (DataType.FLOAT, DataType.FLOAT16)
-
-
-def _fail(param: str, rule: str, code: int = 161002) -> AclnnParamError:
-    return checks_fail(param, rule, code, FORWARD_PHASE1)  # (names the parameter in C and Python, as the backward's)
+_fail = functools.partial(arguments._fail, func=FORWARD_PHASE1)
 
 
 def _cdhw(spec: TensorSpec) -> tuple[int, int, int, int]:
@@ -65,7 +60,7 @@ def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scal
     osz = int_sequence(output_size, "outputSize", FORWARD_PHASE1)
     scales = normalize_scales(scales_d, scales_h, scales_w, FORWARD_PHASE1)
     # 2. dtypes
-    supported = _SUPPORTED_310P if soc == "310p" else _SUPPORTED
+    supported = _SUPPORTED_310P if soc == "310p" else SUPPORTED
     if self_spec.dtype not in supported:
         names = ", ".join(dtype_name(int(d)) for d in supported)
         raise _fail("self", f"dtype must be one of {names} on this SoC, got {dtype_name(self_spec.dtype)}")
@@ -90,7 +85,7 @@ def check_forward_params(self_spec: Optional[TensorSpec], output_size: Any, scal
         raise _fail("self", f"C must be > 0 (a non-empty 5-D tensor), got shape {list(self_spec.shape)} "
                             f"({_layout_name(self_spec.format)})")
     if all(s > 0 for s in scales):
-        for k, (name, s, in_k) in enumerate(zip(_SCALE_NAMES, scales, (d, h, w))):
+        for k, (name, s, in_k) in enumerate(zip(SCALE_NAMES, scales, (d, h, w))):
             if not in_k * (s + SCALE_EPSILON) < _INT64_LIMIT:
                 raise _fail(name, f"{s!r} times the input size {in_k} does not fit in int64 (CANN's band check "
                                   "converts it)")
@@ -156,21 +151,15 @@ class ForwardCase:
 
 
 _F32, _F16, _BF16 = int(DataType.FLOAT), int(DataType.FLOAT16), int(DataType.BF16)
-_NCDHW, _NDHWC = int(Format.NCDHW), int(Format.NDHWC)
-_X = TensorSpec((2, 2, 3, 4, 5), _F32, _NCDHW)
-_Y = TensorSpec((2, 2, 6, 8, 10), _F32, _NCDHW)
+_NDHWC = int(Format.NDHWC)
+_X = TensorSpec((2, 2, 3, 4, 5))
+_Y = TensorSpec((2, 2, 6, 8, 10))
 _OS = (6, 8, 10)
-
-
-def _dtype_case(dt: DataType) -> ForwardCase:
-    return ForwardCase(f"dtype {dt.name}", TensorSpec(_X.shape, int(dt)), _OS, TensorSpec(_Y.shape, int(dt)),
-                       161002, "self")
-
 
 FORWARD_BAD_CASES: list[ForwardCase] = [
     # the official unit tests (docs/cann-forward-facts.md §2.3)
-    *[_dtype_case(dt) for dt in (DataType.UINT8, DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
-                                 DataType.DOUBLE, DataType.BOOL, DataType.COMPLEX64, DataType.COMPLEX128)],
+    *[ForwardCase(f"dtype {dt.name}", TensorSpec(_X.shape, int(dt)), _OS, TensorSpec(_Y.shape, int(dt)), 161002,
+                  "self") for dt in _BAD_DTYPES],
     ForwardCase("out shape", _X, _OS, TensorSpec((2, 6, 8, 10, 2)), 161002, "out"),
     ForwardCase("C=0", TensorSpec((2, 0, 3, 4, 5)), _OS, TensorSpec((2, 0, 6, 8, 10)), 161002, "self"),
     ForwardCase("D=0", TensorSpec((2, 2, 0, 4, 5)), _OS, _Y, 161002, "self"),

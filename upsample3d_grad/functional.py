@@ -4,9 +4,9 @@ session, and the torch-tensor entry points."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import numbers
 import threading
-from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -56,17 +56,11 @@ def close_default_session() -> None:
         session, _default = _default, None
         busy = session is not None and _in_flight.get(session, 0) > 0
     if session is not None and not busy:
-        _quiet_close(session)
+        with contextlib.suppress(Exception):  # at exit nothing useful can be done; never print
+            session.close()
 
 
-def _quiet_close(session: Session) -> None:
-    try:
-        session.close()
-    except Exception:  # at exit nothing useful can be done; never print
-        pass
-
-
-@contextmanager
+@contextlib.contextmanager
 def _on_default_session() -> Iterator[Session]:
     """The default session, kept open for the duration of one module-level call."""
     counted = False
@@ -79,14 +73,13 @@ def _on_default_session() -> Iterator[Session]:
     finally:
         if counted:
             with _lock:
-                left = _in_flight[session] - 1
+                left = _in_flight.pop(session) - 1
                 if left:
                     _in_flight[session] = left
-                else:
-                    del _in_flight[session]
                 retired = not left and session is not _default
             if retired:  # close_default_session() ran meanwhile: the last call on it closes it
-                _quiet_close(session)
+                with contextlib.suppress(Exception):
+                    session.close()
 
 
 def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
@@ -202,11 +195,9 @@ def _torch_call(name: str, x: Any, out: Any, return_type: str, session: Any, on_
     if out is not None and not (is_tensor(out) or isinstance(out, np.ndarray)):
         raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
     out_np = host_view(out, "out", writable=True)  # a tensor shares memory (one it cannot share: TypeError)
-    if session is None:
-        with _on_default_session() as default:  # (kept open while this call runs on it)
-            result = call(default, host, out_np)
-    else:
-        result = call(session, host, out_np)
+    # (the default session is kept open while this call runs on it)
+    with _on_default_session() if session is None else contextlib.nullcontext(session) as on:
+        result = call(on, host, out_np)
     if return_type == "numpy":
         return result
     if out is not None and is_tensor(out):

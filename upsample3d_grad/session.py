@@ -154,7 +154,7 @@ class Session(_generic.Session):
 
         return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch)
 
-    def _repeat(self, go: DeviceArray, output_size: Any, input_size: Any, scales: Sequence[Any],
+    def _repeat(self, go: DeviceArray, output_size: Any, input_size: Any, scales: tuple[Any, Any, Any],
                 gi: DeviceArray) -> bool:
         """Run a backward on device arrays whose kept call passed the strict checks; False: the full call runs."""
         with self._lock, self._active():
@@ -199,20 +199,13 @@ class Session(_generic.Session):
             try:
                 src = inp if isinstance(inp, DeviceArray) else self._track(
                     self._upload(inp, layout, names.in_param, names.func), owned)
-                if isinstance(out, DeviceArray):
-                    dst = out
-                elif out is not None:
-                    dst = self._track(self._upload(out, layout, names.out_param, names.func), owned)
-                else:
-                    dst = self._track(self.empty(out_shape, src.dtype, layout), owned)
+                dst = out if isinstance(out, DeviceArray) else self._track(
+                    self.empty(out_shape, src.dtype, layout) if out is None
+                    else self._upload(out, layout, names.out_param, names.func), owned)
                 launch(src, dst)
                 if isinstance(inp, DeviceArray) and out is None:
-                    owned.remove(dst)
-                    result = dst
-                elif isinstance(out, DeviceArray):
-                    result = out
-                else:
-                    result = dst.download(out)  # (into *out*, else a new array)
+                    owned.remove(dst)  # (a device array in: the new result stays on the device)
+                result = dst.download(out) if dst in owned else dst  # (into *out*, else a new array)
             except BaseException:
                 # report the first error; a release refused here stays owned and is retried by close()
                 with contextlib.suppress(Exception):
@@ -236,12 +229,11 @@ class Session(_generic.Session):
 
     @staticmethod
     def _values(go: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
-                user_scales: Sequence[Optional[float]], gi: DeviceArray) -> tuple[Any, ...]:
+                user_scales: tuple[Any, Any, Any], gi: DeviceArray) -> tuple[Any, ...]:
         """The values in schema order; sizes and *user_scales* (None: not given) converted here (161002 if wrong)."""
-        sd, sh, sw = user_scales
-        scales = checks.normalize_scales(sd, sh, sw)
-        return (go, int_tuple(output_size, "outputSize", checks.PHASE1), int_tuple(input_size, "inputSize",
-                                                                                  checks.PHASE1), *scales, gi)
+        scales = checks.normalize_scales(*user_scales)
+        return (go, int_tuple(output_size, "outputSize", checks.PHASE1),
+                int_tuple(input_size, "inputSize", checks.PHASE1), *scales, gi)
 
     def timed_backward(self, grad_output: DeviceArray, output_size: Sequence[int], input_size: Sequence[int],
                        scales: Sequence[Optional[float]] = (0.0, 0.0, 0.0), *, out: DeviceArray,

@@ -50,28 +50,8 @@ def describe_tensor(t: Any) -> TorchDescription:
 
 # --------------------------------------------------------------------------- NPU tensors (torch_npu)
 
-def _npu_format(torch_npu: Any, t: Any) -> int | None:
-    get = getattr(torch_npu, "get_npu_format", None)
-    if get is None:
-        return None
-    try:
-        return int(get(t))
-    except Exception:  # an older torch_npu without this query for some tensors: assume plain memory
-        return None
-
-
 _order_warned = False
 _one_runtime = False  # checked that torch_npu maps no other runtime than ours (the maps cost 1-2 ms)
-
-
-def _warn_if_initialized_before_torch_npu() -> None:
-    """Warn once per process when this package's aclInit came before torch_npu's."""
-    global _order_warned
-    if initialized_first() and not _order_warned:
-        _order_warned = True
-        warnings.warn("upsample3d_grad initialised ACL before torch_npu did, so torch_npu's aclInit got 100002 and "
-                      "its ACL config (acl.json) was not applied: import torch_npu before the first call of this "
-                      "package (it then lets torch_npu initialise first)", RuntimeWarning, stacklevel=4)
 
 
 def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]:
@@ -81,11 +61,15 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
         import torch_npu
     except ImportError as exc:
         raise ImportError(f"{tensors[0][0]} is on an NPU but torch_npu cannot be imported") from exc
-    global _one_runtime
+    global _one_runtime, _order_warned
     if not _one_runtime:  # torch_npu's runtime is ours (TwoRuntimesError otherwise); once per process
         load_backend().check_one_runtime()
         _one_runtime = True
-    _warn_if_initialized_before_torch_npu()
+    if initialized_first() and not _order_warned:  # this package's aclInit came before torch_npu's: warn once
+        _order_warned = True
+        warnings.warn("upsample3d_grad initialised ACL before torch_npu did, so torch_npu's aclInit got 100002 and "
+                      "its ACL config (acl.json) was not applied: import torch_npu before the first call of this "
+                      "package (it then lets torch_npu initialise first)", RuntimeWarning, stacklevel=3)
     device = tensors[0][1].device
     for name, t in tensors:
         if t is None:
@@ -93,7 +77,10 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
         if not is_tensor(t) or t.device != device:
             raise TypeError(f"{name}: expected a tensor on {device}, got "
                             f"{t.device if is_tensor(t) else type(t).__name__}")
-        npu_fmt = _npu_format(torch_npu, t)
+        try:
+            npu_fmt: int | None = int(torch_npu.get_npu_format(t))
+        except Exception:  # an older torch_npu without this query (for some tensors): assume plain memory
+            npu_fmt = None
         if npu_fmt is not None and npu_fmt not in _PLAIN_FORMATS:
             raise AclnnParamError(161002, func,
                                   f"{name}: the tensor uses the NPU-private format {npu_fmt}; convert it first "

@@ -86,10 +86,7 @@ def set_repeatable(on: bool) -> bool:
 
 
 def set_stream_mode(mode: str) -> str:
-    """Set when queued stream work runs: ``"async"`` (the default), ``"deferred"`` or ``"sync"``.
-
-    Returns the previous mode.
-    """
+    """Set when queued stream work runs: ``"async"`` (default), ``"deferred"`` or ``"sync"``; returns the previous."""
     if mode not in STREAM_MODES:
         raise ValueError(f"mode: expected one of {', '.join(map(repr, STREAM_MODES))}, got {mode!r}")
     return STREAM_MODES[int(_lib().cannsimSetStreamMode(STREAM_MODES.index(mode)))]

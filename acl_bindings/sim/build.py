@@ -32,11 +32,7 @@ __all__ = ["build", "find_compiler", "library_names", "main"]
 
 def library_names(runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv") -> dict[str, str]:
     """The file names of the three libraries, by ``"runtime"``, ``"nnopbase"`` and ``"op"`` (``"libascendcl.so"``)."""
-    return {
-        "runtime": f"lib{runtime_name}.so",
-        "nnopbase": "libnnopbase.so",
-        "op": f"lib{op_lib_name}.so",
-    }
+    return {"runtime": f"lib{runtime_name}.so", "nnopbase": "libnnopbase.so", "op": f"lib{op_lib_name}.so"}
 
 
 def find_compiler(cc: str | None = None) -> str | None:
@@ -63,8 +59,7 @@ def _sources() -> dict[str, list[Path]]:
     return {
         "runtime": [SRC / n for n in RUNTIME_SOURCES],
         "nnopbase": [SRC / n for n in NNOPBASE_SOURCES],
-        "op": [SRC / n for n in OPAPI_SOURCES]
-        + sorted((SRC / "ops").glob("*.c"))
+        "op": [SRC / n for n in OPAPI_SOURCES] + sorted((SRC / "ops").glob("*.c"))
         + sorted((SRC / "kernels").glob("*.c")),
     }
 
@@ -94,13 +89,6 @@ def _op_function_names(op_sources: list[Path]) -> list[str]:
     return names
 
 
-def _inputs() -> list[Path]:
-    files = [Path(__file__).resolve()]
-    for folder in (SRC, SRC / "ops", SRC / "kernels", SRC / "stubs"):
-        files += sorted(folder.glob("*.c")) + sorted(folder.glob("*.h"))
-    return files
-
-
 def _up_to_date(lib_dir: Path, names: dict[str, str], finalize_reference: bool = True) -> bool:
     libs = [lib_dir / n for n in [*names.values(), *_stub_names(names)]]
     if not all(p.is_file() for p in libs):
@@ -112,7 +100,10 @@ def _up_to_date(lib_dir: Path, names: dict[str, str], finalize_reference: bool =
     if built_with != finalize_reference:
         return False
     try:
-        newest_input = max(p.stat().st_mtime for p in _inputs())
+        inputs = [Path(__file__).resolve()]
+        for folder in (SRC, SRC / "ops", SRC / "kernels", SRC / "stubs"):
+            inputs += [*folder.glob("*.c"), *folder.glob("*.h")]
+        newest_input = max(p.stat().st_mtime for p in inputs)
     except (OSError, ValueError):
         return False
     oldest_lib = min(p.stat().st_mtime for p in libs)
@@ -136,25 +127,8 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _error_text(what: str, detail: str) -> str:
-    return (
-        "The CANN simulator (acl_bindings/sim) could not be built.\n\n"
-        f"What failed: {what}\n\n"
-        f"{detail.strip()}\n\n"
-        "What to do: install a C compiler (for example `apt-get install gcc` or `dnf install gcc`),\n"
-        "or point the CC environment variable at one, then reinstall the package or run\n"
-        "    python -m acl_bindings.sim.build --force\n"
-        "(or `python acl_bindings/sim/build.py --force` from a source checkout).\n"
-    )
-
-
 class _BuildError(Exception):
-    """A build step failed: ``what`` failed, ``detail`` says how."""
-
-    def __init__(self, what: str, detail: str) -> None:
-        super().__init__(what)
-        self.what = what
-        self.detail = detail
+    """A build step failed: its ``args`` are what failed and how."""
 
 
 def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: str | None, quiet: bool,
@@ -179,16 +153,9 @@ def _compile_all(lib_dir: Path, names: dict[str, str], runtime_name: str, cc: st
             os.replace(tmp_dir / name, lib_dir / name)
     for folder in LAYOUT_DIRS if _stub_names(names) else ():  # the rest of a CANN layout (ASCEND_HOME_PATH)
         (lib_dir.parent / folder).mkdir(exist_ok=True)
-    return {
-        "compiler": compiler,
-        "cflags": flags,
-        "ldflags": LDFLAGS,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "libraries": names,
-        "finalize_reference": finalize_reference,
-        "operator_functions": op_names,
-        "commands": commands,
-    }
+    return {"compiler": compiler, "cflags": flags, "ldflags": LDFLAGS, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "libraries": names, "finalize_reference": finalize_reference, "operator_functions": op_names,
+            "commands": commands}
 
 
 def _compile_steps(compiler: str, srcs: dict[str, list[Path]], tmp_dir: Path, names: dict[str, str],
@@ -285,7 +252,14 @@ def build(root: Path | str | None = None, *, runtime_name: str = "ascendcl", op_
             lock.__exit__(None, None, None)
         return succeed(True)
     except _BuildError as exc:
-        text = _error_text(exc.what, exc.detail)
+        what, detail = exc.args
+        text = ("The CANN simulator (acl_bindings/sim) could not be built.\n\n"
+                f"What failed: {what}\n\n"
+                f"{detail.strip()}\n\n"
+                "What to do: install a C compiler (for example `apt-get install gcc` or `dnf install gcc`),\n"
+                "or point the CC environment variable at one, then reinstall the package or run\n"
+                "    python -m acl_bindings.sim.build --force\n"
+                "(or `python acl_bindings/sim/build.py --force` from a source checkout).\n")
         with contextlib.suppress(OSError):
             root_path.mkdir(parents=True, exist_ok=True)
             err_file.write_text(text)

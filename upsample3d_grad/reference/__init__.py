@@ -9,16 +9,8 @@ from typing import Optional
 
 import numpy as np
 
-from ._laws import (
-    _cann_factors,
-    _cann_lo,
-    _torch_lo,
-    convention_differences,
-    mixed_scales,
-    resolve_scales,
-    tie_mismatches,
-    window_starts,
-)
+from . import _laws
+from ._laws import convention_differences, mixed_scales, resolve_scales, tie_mismatches, window_starts
 from ._sum_plans import Dim, SumPlan, run_backward
 from ._validate import (
     CONVENTIONS,
@@ -61,8 +53,8 @@ _DimKey = tuple[int, int, Optional[float], str]
 @functools.lru_cache(maxsize=512)
 def _dim(in_size: int, out_size: int, key: float | None, convention: str) -> Dim:
     if convention == "cann":
-        return Dim(_cann_lo(in_size, out_size, np.float32(key)), out_size)
-    return Dim(_torch_lo(in_size, out_size, key), out_size)
+        return Dim(_laws._cann_lo(in_size, out_size, np.float32(key)), out_size)
+    return Dim(_laws._torch_lo(in_size, out_size, key), out_size)
 
 
 def _dim_keys(osz: Sequence[int], isz: Sequence[int], scales: Scales, convention: str) -> tuple[_DimKey, ...]:
@@ -74,7 +66,8 @@ def _dim_keys(osz: Sequence[int], isz: Sequence[int], scales: Scales, convention
 def _keys(osz: tuple[int, ...], isz: tuple[int, ...], scales: tuple[Optional[float], ...], convention: str
           ) -> tuple[_DimKey, ...]:
     if convention == "cann":
-        return tuple((isz[k + 2], osz[k], float(f), convention) for k, f in enumerate(_cann_factors(osz, isz, scales)))
+        factors = _laws._cann_factors(osz, isz, scales)
+        return tuple((isz[k + 2], osz[k], float(f), convention) for k, f in enumerate(factors))
     return tuple((isz[k + 2], osz[k], float(s) if _given(s) else None, convention)  # type: ignore[arg-type]
                  for k, s in enumerate(scales))
 

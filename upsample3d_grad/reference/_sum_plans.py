@@ -215,15 +215,6 @@ def _f16_to_f32(x: np.ndarray, out: np.ndarray) -> None:
         bits[special] = np.bitwise_or(fields, np.left_shift(np.right_shift(us, 15), 31))
 
 
-def _to_f32(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """*out* = a float32 copy of a float16 / bfloat16 chunk, so that every pass runs float32 loops."""
-    if x.dtype == _F16:
-        _f16_to_f32(x, out)
-    else:
-        np.copyto(out, x, casting="unsafe")  # ml_dtypes' bfloat16 cast is a fast bit shift
-    return out
-
-
 class _Scratch:
     """float32 work arrays of one thread's run of chunks, one per slot, reused from chunk to chunk."""
 
@@ -245,8 +236,13 @@ class _Scratch:
 def _backward_chunk(x: np.ndarray, ops: list[_AxisOp], scat: list[tuple[int, Any, Any]], res: np.ndarray,
                     scratch: _Scratch) -> None:
     """One chunk: reduce passes, then the scatter pass (or the final cast), in *scratch*'s work arrays."""
-    if ops and x.dtype != _F32:
-        x = _to_f32(x, scratch.get(0, x.shape))
+    if ops and x.dtype != _F32:  # a float32 copy of a float16 / bfloat16 chunk: every pass runs float32 loops
+        wide = scratch.get(0, x.shape)
+        if x.dtype == _F16:
+            _f16_to_f32(x, wide)
+        else:
+            np.copyto(wide, x, casting="unsafe")  # ml_dtypes' bfloat16 cast is a fast bit shift
+        x = wide
     direct = not scat and res.dtype == _F32
     last = len(ops) - 1
     for j, op in enumerate(ops):

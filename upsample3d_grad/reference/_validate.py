@@ -59,8 +59,10 @@ def _int_seq(name: str, value: Any, fields: str) -> tuple[int, ...]:
     return tuple(_as_int(f"{name}[{k}]", v) for k, v in enumerate(value))
 
 
-def _check_sizes(output_size: Any, input_size: Any) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int]]:
-    """``output_size`` (3 ints > 0) and ``input_size`` (N, C >= 0; D, H, W > 0) as int tuples."""
+def _check_args(output_size: Any, input_size: Any, scales_d: Any, scales_h: Any, scales_w: Any
+                ) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int], Scales]:
+    """``output_size`` (3 ints > 0) and ``input_size`` (N, C >= 0; D, H, W > 0) as int tuples, and the three scales
+    ``scales_d``, ``scales_h``, ``scales_w``."""
     osz = _int_seq("output_size", output_size, "oD, oH, oW")
     isz = _int_seq("input_size", input_size, "N, C, iD, iH, iW")
     for k in range(3):
@@ -71,15 +73,8 @@ def _check_sizes(output_size: Any, input_size: Any) -> tuple[tuple[int, int, int
     for k in range(2):
         if isz[k] < 0:
             raise ValueError(f"input_size[{k}] ({'NC'[k]}) must be >= 0, got {isz[k]}")
-    return osz, isz  # type: ignore[return-value]
-
-
-def _check_args(output_size: Any, input_size: Any, scales_d: Any, scales_h: Any, scales_w: Any
-                ) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int], Scales]:
-    """The sizes (:func:`_check_sizes`) and the three scales ``scales_d``, ``scales_h``, ``scales_w``."""
-    osz, isz = _check_sizes(output_size, input_size)
     scales = [_check_scale(f"scales_{m.lower()}", s) for m, s in zip(_DIM_NAMES, (scales_d, scales_h, scales_w))]
-    return osz, isz, scales
+    return osz, isz, scales  # type: ignore[return-value]
 
 
 def _check_dim(in_size: Any, out_size: Any) -> tuple[int, int]:

@@ -167,8 +167,7 @@ def _rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 row += ["absent", "-", "-", "-", "-"]
             else:
                 row += [clean(res["status"]).upper(), str(res["device"]), _num(res["max_abs_err"], ".1e"),
-                        _num(res["workspace_size"], ""),
-                        _num(res["time_ms"], ".2f")]
+                        _num(res["workspace_size"], ""), _num(res["time_ms"], ".2f")]
         row.append(c["bitwise"])
         rows.append(row)
     return head, rows
@@ -189,18 +188,10 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _fleet(doc: dict[str, Any]) -> bool:
-    return len(doc["reports"]) > TABLE_MAX_REPORTS
-
-
 def _names(names: list[str], show: int = SHOW_NAMES, width: int = 40) -> str:
     """The first *show* of *names* (each cut to *width*), and how many more there are."""
     shown = ", ".join(clean(n, width) for n in names[:show])
     return shown + (f" (+{len(names) - show} more)" if len(names) > show else "")
-
-
-def _env_text(env: dict[str, Any]) -> str:
-    return (";" + "".join(f" {k}={clean(v, 48)}" for k, v in env.items())) if env else ""
 
 
 def _case_counts(c: dict[str, Any]) -> dict[str, Any]:
@@ -212,11 +203,6 @@ def _case_counts(c: dict[str, Any]) -> dict[str, Any]:
     return {"pass": by["pass"], "fail": by["fail"], "error": by["error"], "skip": by["skip"],
             "absent": c["absent"], "max_abs_err": max(errs, default=None),
             "median_ms": statistics.median(times) if times else None}
-
-
-def _differs(c: dict[str, Any], counts: dict[str, Any]) -> bool:
-    return bool(c["status_mismatch"] or c["bitwise"] == "different" or counts["fail"] or counts["error"]
-                or counts["absent"])
 
 
 def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
@@ -231,8 +217,9 @@ def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
     out.append(f"{len(groups)} group(s) of machines with the same environment and outcome, largest first:")
     for k, g in enumerate(groups[:SHOW_GROUPS], 1):
         size = len(g["machines"])
+        env = "".join(f" {key}={clean(v, 48)}" for key, v in g["environment"].items())
         out.append(f"{bullet}#{k} {size} machine{'s' if size != 1 else ''}, {clean(g['outcome'], 100)}"
-                   f"{_env_text(g['environment'])}: {_names(g['machines'])}")
+                   f"{';' if env else ''}{env}: {_names(g['machines'])}")
     if len(groups) > SHOW_GROUPS:
         rest = sum(len(g["machines"]) for g in groups[SHOW_GROUPS:])
         out.append(f"{bullet}... {len(groups) - SHOW_GROUPS} more group(s), {rest} machine(s) (see --json)")
@@ -242,7 +229,8 @@ def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
     if len(outliers) > SHOW_OUTLIERS:
         out.append(f"{bullet}... {len(outliers) - SHOW_OUTLIERS} more outlier(s) (see --json)")
     counted = [(c, _case_counts(c)) for c in doc["cases"]]
-    differing = [(c, n) for c, n in counted if _differs(c, n)]
+    differing = [(c, n) for c, n in counted if c["status_mismatch"] or c["bitwise"] == "different" or n["fail"]
+                 or n["error"] or n["absent"]]
     out.append(f"cases that differ between machines: {len(differing)} of {len(doc['cases'])} "
                "(the others pass everywhere, bitwise identical where comparable)")
     for c, n in differing[:SHOW_CASES]:
@@ -258,7 +246,7 @@ def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
 
 def render_text(doc: dict[str, Any]) -> str:
     """The comparison as plain text (aligned columns; a fleet's summary beyond :data:`TABLE_MAX_REPORTS`)."""
-    if _fleet(doc):
+    if len(doc["reports"]) > TABLE_MAX_REPORTS:
         return "\n".join([*_fleet_lines(doc, "  "), *_summary_lines(doc)]) + "\n"
     out = ["reports:"]
     for r in doc["reports"]:
@@ -294,7 +282,7 @@ def _md_table(head: list[str], rows: Iterable[list[str]]) -> list[str]:
 
 def render_markdown(doc: dict[str, Any]) -> str:
     """The comparison as Markdown tables (a fleet's summary as a list beyond :data:`TABLE_MAX_REPORTS`)."""
-    if _fleet(doc):
+    if len(doc["reports"]) > TABLE_MAX_REPORTS:
         return "\n".join([_md(line) for line in _fleet_lines(doc, "- ")] + ["", *_summary_lines(doc)]) + "\n"
     labels = [_md(clean(r["label"], 40)) for r in doc["reports"]]
     out = _md_table(["report", "file", "created (UTC)", "ok"],

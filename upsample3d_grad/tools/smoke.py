@@ -58,10 +58,6 @@ __all__ = [
 SAMPLE_EXPECTED = [36.0, 100.0, 164.0, 228.0]
 
 
-def _finite(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
-
-
 # --------------------------------------------------------------------------- running the cases
 
 def _base_entry(device: int, kind: str, name: str) -> dict[str, Any]:
@@ -104,7 +100,7 @@ def run_compute_case(session: Session, case: SmokeCase) -> dict[str, Any]:
         return entry
     entry["digest"] = result_digest(got)
     max_abs, max_rel, ok = compare(got, ref, case.dtype, window)
-    entry["max_abs_err"], entry["max_rel_err"] = _finite(max_abs), _finite(max_rel)
+    entry["max_abs_err"], entry["max_rel_err"] = (x if math.isfinite(x) else None for x in (max_abs, max_rel))
     if case.name.startswith("official-sample") and got.ravel().tolist() != SAMPLE_EXPECTED:
         ok = False
         entry["message"] = f"expected {SAMPLE_EXPECTED}, got {got.ravel().tolist()}"
@@ -128,14 +124,11 @@ def _spec_tensor(spec: checks.TensorSpec | None, buf: DeviceBuffer) -> Tensor | 
                   format=Format(spec.format))
 
 
-_MAX_CASE_BYTES = 64 << 20
-
-
 def _buffer_bytes(spec: checks.TensorSpec | None) -> int:
-    """Bytes for a bad case's tensor: its whole extent at 16 bytes per element (the widest dtype), capped."""
+    """Bytes for a bad case's tensor: its whole extent at 16 bytes per element (the widest dtype), capped at 64 MiB."""
     if spec is None:
         return 64
-    return max(64, min(_MAX_CASE_BYTES, math.prod(max(d, 0) for d in spec.shape) * 16))
+    return max(64, min(64 << 20, math.prod(max(d, 0) for d in spec.shape) * 16))
 
 
 def run_bad_case(session: Session, case: checks.BadCase, soc: str = "") -> dict[str, Any]:

@@ -10,7 +10,8 @@ import numpy as np
 
 from acl_bindings.enums import as_dtype
 
-from .. import checks, reference
+from .. import checks
+from ..adjoint import _window_max
 
 #: The dtypes of the cases, by name (``acl_bindings.enums.as_dtype`` makes each a numpy dtype).
 DTYPES = ("float32", "float16", "bfloat16")
@@ -141,12 +142,7 @@ def make_grad_output(case: SmokeCase) -> np.ndarray:
 
 def window_size(case: SmokeCase) -> int:
     """The largest number of gradOut elements summed into one gradInput element."""
-    s = reference.resolve_scales(case.output_size, case.input_size, *case.scale_args)
-    total = 1
-    for k in range(3):
-        lo = reference.window_starts(case.input_size[2 + k], case.output_size[k], s[k])
-        total *= max(int(np.diff(lo).max(initial=0)), 1)
-    return total
+    return _window_max(case.output_size, case.input_size, case.scale_args)
 
 
 def tolerance_text(dtype: str) -> str:

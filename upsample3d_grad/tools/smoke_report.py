@@ -141,21 +141,10 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def new_report(env: dict[str, Any], quick: bool, argv: Sequence[str], plans: bool = True) -> dict[str, Any]:
     """An empty report for *env*."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": "upsample3d-grad smoke",
-        "created_utc": hostinfo.utc_now(),
-        "argv": list(argv),
-        "command_line": hostinfo.command_line(argv),
-        "interrupted": False,
-        "quick": bool(quick),
-        "plans": bool(plans),
-        "environment": env,
-        "tolerances": tolerances(),
-        "devices": [],
-        "summary": summarize([]),
-        "cases": [],
-    }
+    return {"schema_version": SCHEMA_VERSION, "tool": "upsample3d-grad smoke", "created_utc": hostinfo.utc_now(),
+            "argv": list(argv), "command_line": hostinfo.command_line(argv), "interrupted": False, "quick": bool(quick),
+            "plans": bool(plans), "environment": env, "tolerances": tolerances(), "devices": [],
+            "summary": summarize([]), "cases": []}
 
 
 def merge_reports(reports: Sequence[dict[str, Any]], argv: Sequence[str]) -> dict[str, Any]:
