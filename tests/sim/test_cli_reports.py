@@ -313,15 +313,20 @@ IMPORT_POINTS = ("upsample3d_grad_cli", "numpy", "acl_bindings.enums", "acl_bind
                  "upsample3d_grad.tools.cli")
 
 
-@pytest.mark.parametrize("after", IMPORT_POINTS)
-def test_ctrl_c_during_the_imports(tmp_path: Path, after: str) -> None:
-    # the console script's entry point (upsample3d_grad_cli:main), as pip's wrapper calls it
+def _entry_point(*args: str) -> subprocess.Popen[str]:
+    """The console script's entry point (upsample3d_grad_cli:main) as pip's wrapper calls it, import times on stderr."""
     env = os.environ.copy()
     env.update({"ACL_BINDINGS_BACKEND": "sim", "PYTHONUNBUFFERED": "1",
                 "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
     code = "import sys\nfrom upsample3d_grad_cli import main\nsys.exit(main())"
-    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-c", code, "doctor", "--no-run"], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-X", "importtime", "-c", code, *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("command", [["doctor", "--no-run"], ["smoke", "--devices", "all"]])
+@pytest.mark.parametrize("after", IMPORT_POINTS)
+def test_ctrl_c_during_the_imports(tmp_path: Path, after: str, command: list[str]) -> None:
+    proc = _entry_point(*command, "--json", str(tmp_path / "{host}-r.json"))
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:
@@ -332,8 +337,23 @@ def test_ctrl_c_during_the_imports(tmp_path: Path, after: str) -> None:
     out, err = proc.communicate(timeout=60)
     assert seen[-1].split("|")[-1].strip() == after, "the import point was never reached"
     lines = [x for x in "".join([*seen, err]).splitlines() if not x.startswith("import time:")]
-    _assert_interrupted(proc.returncode, "\n".join(lines), "doctor")
-    assert "verdict" not in out  # it stopped
+    _assert_interrupted(proc.returncode, "\n".join(lines), command[0])
+    assert "verdict" not in out and "summary" not in out  # it stopped
+    reports = list(tmp_path.glob("*-r.json"))  # at the path given, {host} replaced
+    assert len(reports) == 1, "no report was written"
+    data = json.loads(reports[0].read_text())
+    jsonschema.validate(data, schema(f"{command[0]}_schema.json"))
+    assert data["interrupted"] is True and data["environment"]["error"] == "interrupted before the facts were read"
+    assert data.get("healthy", False) is False and data.get("summary", {"ok": False})["ok"] is False
+
+
+def test_ctrl_c_after_the_command_keeps_its_exit_status(tmp_path: Path) -> None:
+    # a SIGINT once main() has returned (while the interpreter shuts down) is ignored, not a death by signal 2
+    code = "import os, signal, sys\nfrom upsample3d_grad_cli import main\nrc = main()\nos.kill(os.getpid(), " \
+           "signal.SIGINT)\nsys.exit(rc)"
+    proc = run(["-c", code, "run"], tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("OK: matches")
 
 
 @pytest.mark.parametrize("delay_s", [0.0, 0.3])
@@ -415,3 +435,14 @@ def test_a_failed_call_is_one_line_naming_the_subcommand(tmp_path: Path, args: l
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"upsample3d-grad {args[0]}: error: FAILED: "), proc.stderr
     assert "561103" in lines[0]
+
+
+def test_every_line_of_a_multi_line_error_names_the_subcommand(tmp_path: Path) -> None:
+    if Path("/usr/local/Ascend").exists():
+        pytest.skip("a CANN install exists on this machine")
+    proc = run([*CLI, "run", "--backend", "cann"], tmp_path, env=no_library_env(tmp_path))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) > 3 and lines[0].startswith("upsample3d-grad run: error: "), proc.stderr  # tried, and the fix
+    assert all(line.startswith("upsample3d-grad run: ") for line in lines), proc.stderr
+    assert any("Tried:" in line for line in lines) and any("set_env.sh" in line for line in lines)

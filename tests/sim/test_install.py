@@ -104,3 +104,6 @@ def test_run_without_a_compiler_says_the_fix_in_a_few_lines(tmp_path: Path) -> N
     text = "\n".join(lines)
     assert "the CPU simulator is not built: no C compiler found" in text
     assert "install a C compiler" in text and "python -m acl_bindings.sim.build --force" in text
+    errors = proc.stderr.splitlines()  # every error line names the subcommand
+    assert len(errors) == 2 and errors[0].startswith("upsample3d-grad run: error: "), errors
+    assert errors[1].startswith("upsample3d-grad run: fix: install a C compiler"), errors

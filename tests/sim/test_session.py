@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import upsample3d_grad as ug
-from acl_bindings import AclnnParamError, ClosedError, Format, IntArray, Tensor
+from acl_bindings import AclError, AclnnParamError, ClosedError, Format, IntArray, Tensor
 from upsample3d_grad import Session, reference
 from upsample3d_grad.op import (
     aclnnUpsampleNearestExact3dBackward,
@@ -333,7 +333,46 @@ def test_a_closed_session_refuses_with(no_leaks: None) -> None:
             pass
 
 
-def test_size_arguments_are_read_once(no_leaks: None, session: Session) -> None:
+X = np.arange(1, 5, dtype=np.float32).reshape(2, 2, 1, 1, 1)  # a forward input: (2, 2, 2) repeats each value 8 times
+FORWARD_EXPECTED = [float(v) for v in range(1, 5) for _ in range(8)]
+
+
+def _prepared(s: Session, output_size: Any) -> Any:
+    go, gi = s.upload(SAMPLE), s.empty((2, 2, 1, 1, 1))
+    try:
+        with s.prepare(go, output_size, (2, 2, 1, 1, 1), out=gi) as call:
+            call()
+            call()  # (the values prepared are used again)
+            return gi.download()
+    finally:
+        go.close()
+        gi.close()
+
+
+def _torch(s: Session, size: Any, backward: bool) -> Any:
+    torch = pytest.importorskip("torch", reason="torch is not installed: the torch paths are not tested")
+    from upsample3d_grad.functional import backward_torch, forward_torch
+
+    if backward:
+        return backward_torch(torch.from_numpy(SAMPLE), size, (2, 2, 1, 1, 1), session=s).numpy()
+    return forward_torch(torch.from_numpy(X), size, session=s).numpy()
+
+
+#: Each path that takes a size argument: (a call with the output size, whether it is a backward).
+SIZE_PATHS = {
+    "Session.backward": (lambda s, size: s.backward(SAMPLE, size, (2, 2, 1, 1, 1)), True),
+    "Session.forward": (lambda s, size: s.forward(X, size), False),
+    "Session.prepare": (_prepared, True),
+    "upsample_nearest_exact3d_backward": (
+        lambda s, size: ug.upsample_nearest_exact3d_backward(SAMPLE, size, (2, 2, 1, 1, 1)), True),
+    "upsample_nearest_exact3d": (lambda s, size: ug.upsample_nearest_exact3d(X, size), False),
+    "backward_torch": (lambda s, size: _torch(s, size, True), True),
+    "forward_torch": (lambda s, size: _torch(s, size, False), False),
+}
+
+
+@pytest.mark.parametrize("path", list(SIZE_PATHS))
+def test_size_arguments_are_read_once(no_leaks: None, session: Session, path: str) -> None:
     """A size argument that yields other values when read again is checked and passed as read the first time."""
     class Shifty:
         def __init__(self, first: tuple[int, ...], later: tuple[int, ...]) -> None:
@@ -346,13 +385,17 @@ def test_size_arguments_are_read_once(no_leaks: None, session: Session) -> None:
         def __len__(self) -> int:
             return len(self.first)
 
-    out3 = Shifty((2, 2, 2), (200, 2, 2))  # valid when checked; a second read would pass an invalid size
-    assert session.backward(SAMPLE, out3, (2, 2, 1, 1, 1)).ravel().tolist() == EXPECTED
-    assert out3.reads == 1
-    bad = Shifty((2, 2, 3), (2, 2, 2))  # refused as first read, whatever a later read would say
-    with pytest.raises(AclnnParamError):
-        session.backward(SAMPLE, bad, (2, 2, 1, 1, 1))
-    assert bad.reads == 1
+    call, backward = SIZE_PATHS[path]
+    try:
+        out3 = Shifty((2, 2, 2), (200, 2, 2))  # valid when checked; a second read would pass another size
+        assert np.asarray(call(session, out3)).ravel().tolist() == (EXPECTED if backward else FORWARD_EXPECTED)
+        assert out3.reads == 1
+        bad = Shifty((2, 2, 3) if backward else (0, 2, 2), (2, 2, 2))  # refused as first read, whatever comes later
+        with pytest.raises(AclError):
+            call(session, bad)
+        assert bad.reads == 1
+    finally:
+        ug.close_default_session()  # (the module functions run on the default session)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

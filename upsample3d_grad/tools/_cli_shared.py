@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 import warnings
@@ -39,8 +40,9 @@ def _header(command: str, backend: Any) -> str:
 
 
 def _error(command: str, message: str) -> None:
-    """Print one error line, ``upsample3d-grad <command>: error: <message>``, on standard error."""
-    print(f"{PROG} {command}: error: {message}", file=sys.stderr, flush=True)
+    """Print ``upsample3d-grad <command>: error: <message>`` on standard error, each further line of *message* after
+    ``upsample3d-grad <command>: ``."""
+    print(f"{PROG} {command}: error: {message}".replace("\n", f"\n{PROG} {command}: "), file=sys.stderr, flush=True)
 
 
 def _simulator_missing(message: str) -> str:
@@ -69,12 +71,11 @@ def _load(command: str, refuse_fallback: bool = True) -> Any:
     except LibraryNotFoundError as exc:
         print(f"{PROG} {command}: backend {requested} - not available: no usable library was found", flush=True)
         if isinstance(exc, SimulatorUnavailableError):  # no usable CANN, and no compiler built the simulator
-            _error(command, _simulator_missing(str(exc)))
-            print("fix: install a C compiler (gcc or clang) and run `python -m acl_bindings.sim.build --force` (or "
-                  "reinstall), or source CANN's set_env.sh to use real CANN; `python -m acl_bindings` says where it "
-                  "looked", file=sys.stderr)
+            _error(command, f"{_simulator_missing(str(exc))}\nfix: install a C compiler (gcc or clang) and run "
+                   "`python -m acl_bindings.sim.build --force` (or reinstall), or source CANN's set_env.sh to use real "
+                   "CANN; `python -m acl_bindings` says where it looked")
         else:
-            print(str(exc), file=sys.stderr)
+            _error(command, str(exc))
         return None
     except ValueError as exc:  # a bad ACL_BINDINGS_BACKEND value
         print(f"{PROG} {command}: backend {requested!r} - not available", flush=True)
@@ -111,6 +112,14 @@ class _Run:
 
 
 _RUN = _Run()
+
+
+def _hold_sigint(hold: bool) -> bool:
+    """Block (hold) or unblock SIGINT on this thread, where the platform can (a pending one is delivered on unblock);
+    whether it was held before."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return False
+    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK if hold else signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _write_json(path: str, data: Any) -> bool:

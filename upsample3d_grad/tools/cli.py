@@ -9,12 +9,12 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy.random  # noqa: F401  (imported now: a Ctrl-C inside numpy's lazy import of it can be lost)
 
 from .. import __version__
-from . import _jsonout, compare, hostinfo
+from . import _jsonout, compare, hostinfo, smoke
 from ._cli_shared import (
     _RUN,
     EXIT_FAIL,
@@ -23,11 +23,13 @@ from ._cli_shared import (
     EXIT_OK,
     EXIT_USAGE,
     PROG,
+    _hold_sigint,
     _Parser,
+    _unavailable_environment,
     _write_json,
 )
 from .cli_bench import _bench
-from .cli_doctor import _doctor, _run
+from .cli_doctor import _doctor, _doctor_report, _run
 from .cli_smoke import _smoke
 from .smoke import summarize
 
@@ -204,6 +206,14 @@ def _interrupted(args: argparse.Namespace | None) -> None:
     _write_json(path, report)
 
 
+def _first_report(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The report a Ctrl-C writes before the command has read any fact (``--json`` of doctor and smoke)."""
+    env = _unavailable_environment("interrupted before the facts were read")
+    if args.command == "doctor":
+        return _doctor_report(args, env, [], ["interrupted"], {"ran": False})
+    return smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans) if args.command == "smoke" else None
+
+
 def _json_target(args: argparse.Namespace) -> str | None:
     """``--json``'s path, checked before the run; ``{host}``, ``{rank}``, ``{time}`` in it replaced, so that one
     command line serves a fleet."""
@@ -225,6 +235,7 @@ COMMANDS = ("doctor", "run", "smoke", "bench", "compare")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    held = _hold_sigint(True)  # a Ctrl-C waits for the report it writes (the console script holds it from its start)
     raw = list(sys.argv[1:] if argv is None else argv)
     _RUN.report = None
     _RUN.json_stdout = sys.stdout
@@ -250,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.argv = [PROG, *raw]
         args.started_utc = hostinfo.utc_now()
         path = _json_target(args)
+        _RUN.report = _first_report(args) if path else None
+        _hold_sigint(False)  # (a Ctrl-C held until now is raised here)
         if args.backend:
             os.environ["ACL_BINDINGS_BACKEND"] = args.backend  # read when the backend loads (children inherit it)
         if args.verbose:
@@ -270,9 +283,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAIL
     finally:
+        _hold_sigint(True)
         sys.stdout = saved
         if handler is not None:
             signal.signal(signal.SIGINT, handler)
+        if not held:
+            _hold_sigint(False)
 
 
 if __name__ == "__main__":  # pragma: no cover

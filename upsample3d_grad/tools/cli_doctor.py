@@ -51,8 +51,6 @@ def _doctor_report(args: argparse.Namespace, env: dict[str, Any], devices: list[
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    _RUN.report = _doctor_report(args, _unavailable_environment("interrupted before the facts were read"), [],
-                                 ["interrupted"], {"ran": False})
     backend = _load("doctor", refuse_fallback=False)  # a fallback is reported as a problem below
     if backend is None:
         if args.json:

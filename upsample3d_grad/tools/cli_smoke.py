@@ -24,6 +24,7 @@ from ._cli_shared import (
     EXIT_USAGE,
     _error,
     _gib,
+    _hold_sigint,
     _load,
     _no_library_reason,
     _one_line,
@@ -73,9 +74,6 @@ def _parse_devices(text: str, count: int) -> list[int]:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    # what a Ctrl-C before the facts are read writes
-    _RUN.report = smoke.new_report(_unavailable_environment("interrupted before the facts were read"), args.quick,
-                                   args.argv, plans=not args.no_plans)
     backend = _load("smoke")
     if backend is None:
         if args.json:
@@ -206,12 +204,6 @@ def _smoke_processes(args: argparse.Namespace, devices: list[int]) -> int:
     if args.json and not _write_json(args.json, merged):
         return EXIT_FAIL
     return EXIT_OK if s["ok"] else EXIT_FAIL
-
-
-def _hold_sigint(hold: bool) -> None:
-    """Block (hold) or unblock SIGINT on this thread, where the platform can (a pending one is delivered on unblock)."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK if hold else signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _read_child_reports(children: Sequence[tuple[int, subprocess.Popen[str], str]]
