@@ -18,7 +18,7 @@
  *               at the other of two buffer pairs before every call.
  * The result of each sequence is checked once against the expected sum.
  *
- * The prototypes below are written from /work/shared/cann-abi.md §1.1, §1.2 and §1.4; enum
+ * The prototypes below are written from docs/cann-abi.md §1.1, §1.2 and §1.4; enum
  * values from §3.1-§3.3; aclError is int and aclnnStatus is int32_t (§2).  No CANN header is used.
  */
 #define _POSIX_C_SOURCE 199309L

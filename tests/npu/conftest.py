@@ -16,6 +16,20 @@ choice is left alone.  ``UPSAMPLE3D_GRAD_DEVICE`` picks the device (default 0).
 When torch_npu is importable it is initialised before this binding touches ACL, so that
 torch_npu owns ``aclFinalize`` (the binding then sees 100002 and gives only its own reference
 back at exit, with ``aclFinalizeReference`` where exported: acl_bindings.runtime).
+
+**On torch_npu-on-simulator** (opt-in, ``UPSAMPLE3D_NPU_TIER_ON_SIM=1`` with the default
+``--backend=sim``, in a shell after ``eval "$(python -m acl_bindings.sim env)"``, with tests/npu run
+alone): the tier accepts the simulator once torch_npu imports in this process and its ``aclInit``
+reached the simulator the package loads (checked at collection; else every test fails with the
+reason).  The package's tests then run on the simulator and the torch_npu ones against the
+published torch_npu on it; the CLI tests run the CLI with ``ACL_BINDINGS_BACKEND=sim``.  A test
+that needs what the simulator does not model is skipped, saying what (:data:`NOT_ON_SIM`).  At the
+end the simulator's live handles must be torch_npu's own ones of its start (its two streams and
+device references; its cache emptied), which shows that the package released all of its own;
+then the package's reference and torch_npu (its exit hook) are shut down in the order of a real
+exit, so that the accounting of tests/conftest.py sees them gone.  tests/torch_npu runs this mode
+in a child process (test_npu_tier_on_sim.py).  The opt-in changes nothing under
+``--backend=npu``, and without it the tier skips on the simulator as before.
 """
 
 from __future__ import annotations
@@ -39,6 +53,20 @@ except ValueError as exc:  # names UPSAMPLE3D_GRAD_DEVICE and its value
     raise pytest.UsageError(str(exc)) from None
 _FAIL_KEY = pytest.StashKey[str]()
 _FAIL_KEY_TEXT = "--backend=npu, but "
+#: the opt-in that runs this tier on torch_npu-on-simulator (see above)
+ON_SIM = "UPSAMPLE3D_NPU_TIER_ON_SIM"
+_ON_SIM_FAIL_TEXT = f"{ON_SIM}=1, but "
+#: the tests that need what the simulator does not model, by function name: why
+NOT_ON_SIM = {
+    "test_doctor_is_healthy": "needs real CANN: it asserts that `doctor` reports `backend cann - real CANN`",
+    "test_smoke_cli_on_every_device": "needs real CANN: `smoke --require-npu` refuses the simulator by design, and "
+                                      "the test expects backend cann and CANN's determinism statement",
+    "test_backward_torch_runs_on_the_current_stream": "needs aclnnMuls and aclnnAdds (`g * 3.0 + 1.0` on an NPU "
+                                                      "tensor), which the simulator does not have: op-plugin then "
+                                                      "takes its GE (aclop) path, which the simulator does not "
+                                                      "model (torch_npu raises: no aclSetCompileopt)",
+}
+_on_sim: dict[str, Any] = {}  # "baseline": torch_npu's live handles at its start, once accepted
 
 _PROBE = """
 import json
@@ -87,6 +115,44 @@ def probe() -> tuple[bool, str, dict[str, Any]]:
     return value
 
 
+def on_sim_requested() -> bool:
+    """Whether this run takes the tier to torch_npu-on-simulator: :data:`ON_SIM` is 1 and the backend is ``sim``."""
+    return os.environ.get(ON_SIM) == "1" and os.environ.get("ACL_BINDINGS_BACKEND") == "sim"
+
+
+def _live() -> dict[str, int]:
+    from acl_bindings import sim
+
+    return {kind: n for kind, n in sim.live_handles().items() if n}
+
+
+def torch_npu_on_sim() -> tuple[bool, str]:
+    """``(ok, reason)``: torch_npu starts in this process and its ``aclInit`` reached the simulator that the package
+    loads (the same runtime library), before the package initialised ACL itself."""
+    import acl_bindings
+    from acl_bindings import sim
+
+    if not sim.is_built():
+        return False, "the simulator is not built (python -m acl_bindings.sim.build)"
+    try:
+        import torch
+        import torch_npu  # noqa: F401  (adds torch.npu)
+
+        torch.npu.set_device(DEVICE)  # type: ignore[attr-defined]
+        torch.ones(1).to(f"npu:{DEVICE}")  # torch_npu initialises ACL now (a copy: torch.zeros needs the
+        torch.npu.synchronize()  # type: ignore[attr-defined]  # aclnnInplaceZero, which the simulator lacks)
+        torch.npu.empty_cache()  # type: ignore[attr-defined]
+    except Exception as exc:  # not installed, or not started in the simulator's environment
+        return False, (f"torch_npu does not start on the simulator ({type(exc).__name__}: "
+                       f"{(str(exc).splitlines() or [''])[0]}); run after eval \"$(python -m acl_bindings.sim env)\"")
+    if not acl_bindings.load_backend().is_simulator or sim.call_count("aclInit") < 1:
+        return False, "torch_npu's aclInit did not reach the simulator that this process loaded"
+    if acl_bindings.runtime.initialized_first():
+        return False, "the package initialised ACL before torch_npu did"
+    _on_sim["baseline"] = _live()
+    return True, ""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mine = [item for item in items if Path(str(item.fspath)).resolve().is_relative_to(HERE)]
     if not mine:
@@ -94,6 +160,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in mine:
         item.add_marker(pytest.mark.npu)
     requested = os.environ.get("ACL_BINDINGS_BACKEND", "auto")
+    if on_sim_requested():
+        if len(mine) != len(items):  # torch_npu in this process would change what the other tiers see
+            raise pytest.UsageError(f"{ON_SIM}=1 runs tests/npu alone: python -m pytest tests/npu")
+        ok, why = torch_npu_on_sim()
+        for item in mine:
+            if not ok:
+                item.stash[_FAIL_KEY] = f"{_ON_SIM_FAIL_TEXT}{why}"
+            elif item.originalname in NOT_ON_SIM:
+                item.add_marker(pytest.mark.skip(reason=f"not on the simulator: {NOT_ON_SIM[item.originalname]}"))
+        return
     if requested == "sim":
         ok, why, info = probe()
         seen = (f"; a real NPU is present ({info.get('soc')}, CANN {info.get('cann')}): rerun with --backend=npu"
@@ -114,8 +190,40 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(reason, pytrace=False)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the accounting of tests/conftest.py
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """On the simulator (opt-in): the package released all of its handles, then both shut down as at exit."""
+    if "baseline" not in _on_sim:
+        return
+    import gc
+
+    import torch
+
+    import acl_bindings
+    from upsample3d_grad.functional import close_default_session
+
+    close_default_session()
+    gc.collect()
+    torch.npu.synchronize()  # type: ignore[attr-defined]
+    torch.npu.empty_cache()  # type: ignore[attr-defined]  # torch_npu's cached blocks go back
+    live, baseline = _live(), _on_sim.pop("baseline")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if live != baseline:
+        if reporter:
+            reporter.write_line(f"LEAK: live handles after the npu tier on the simulator: {live}; torch_npu's own at "
+                                f"its start: {baseline}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif reporter:
+        reporter.write_line(f"npu tier on the simulator: no live handle but torch_npu's own of its start {baseline}")
+    acl_bindings.finalize()  # the package's reference first, as its exit hook would (registered after torch_npu's)
+    from torch_npu._init.core.runtime_lifecycle import _npu_shutdown
+
+    _npu_shutdown()  # torch_npu's exit hook (atexit), now: it releases its streams and calls aclFinalize
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    failed = [r for r in terminalreporter.stats.get("error", []) if _FAIL_KEY_TEXT in str(r.longrepr)]
+    failed = [r for r in terminalreporter.stats.get("error", [])
+              if _FAIL_KEY_TEXT in str(r.longrepr) or _ON_SIM_FAIL_TEXT in str(r.longrepr)]
     if failed:
         terminalreporter.write_line(f"npu tier: {len(failed)} tests did not run: {failed[0].longrepr}", red=True)
 
@@ -128,6 +236,8 @@ def torch_npu_mod() -> Any:
         import torch_npu
     except ImportError:
         return None
+    if on_sim_requested():  # started on the simulator at collection (torch_npu_on_sim)
+        return torch_npu
     torch.npu.set_device(DEVICE)  # type: ignore[attr-defined]  # added by torch_npu
     torch.zeros(1, device=f"npu:{DEVICE}")  # makes torch_npu initialise ACL now, before the binding does
     return torch_npu
@@ -135,14 +245,14 @@ def torch_npu_mod() -> Any:
 
 @pytest.fixture(scope="session")
 def npu_backend(torch_npu_mod: Any) -> Any:
-    """The in-process backend, which must be real CANN."""
+    """The in-process backend, which must be real CANN (or the simulator, under the opt-in)."""
     from acl_bindings import LibraryNotFoundError, load_backend
 
     try:
         backend = load_backend()
     except LibraryNotFoundError as exc:
         pytest.fail(f"real CANN does not load in this process: {str(exc).splitlines()[0]}", pytrace=False)
-    if backend.kind != "cann":
+    if backend.kind != "cann" and not on_sim_requested():
         pytest.fail("this process uses the CPU simulator; run `python -m pytest tests/npu --backend=npu`",
                     pytrace=False)
     return backend
@@ -175,7 +285,7 @@ def soc(npu_backend: Any) -> str:
 
 
 def _run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, ACL_BINDINGS_BACKEND="cann")
+    env = dict(os.environ, ACL_BINDINGS_BACKEND="sim" if on_sim_requested() else "cann")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
@@ -183,7 +293,8 @@ def _run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="session")
 def run_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``run_cli(args)``: ``python <args>`` from the repository root with ``ACL_BINDINGS_BACKEND=cann``."""
+    """``run_cli(args)``: ``python <args>`` from the repository root with ``ACL_BINDINGS_BACKEND=cann`` (``sim``
+    under the opt-in)."""
     return _run_cli
 
 

@@ -113,6 +113,14 @@ out["sum_bad_out"] = run("aclnnReduceSum", ta, d1, True, 0, td)
 out["sum_bad_dtype"] = run("aclnnReduceSum", ta, d1, False, 1, td)
 dd = nn.aclCreateIntArray((C.c_int64 * 2)(1, -1), 2)
 out["sum_repeat"] = run("aclnnReduceSum", ta, dd, False, 0, t0)
+# counted and fault-injectable like every other simulated function: one modelled, one not supported
+rt.cannsimCallCount.restype = C.c_int64
+counted = [rt.cannsimCallCount(n) for n in (b"aclrtSetDeviceSatMode", b"aclrtMapMem")]
+rt.cannsimSetFault(b"aclrtSetDeviceSatMode:1:107000,aclrtMapMem:1:507899")
+out["counted_faulted"] = counted + [rt.aclrtSetDeviceSatMode(0), msg(),
+                                    rt.aclrtMapMem(None, C.c_size_t(0), C.c_size_t(0), None, C.c_uint64(0)),
+                                    rt.aclrtSetDeviceSatMode(0)]
+rt.cannsimSetFault(None)
 print(json.dumps(out))
 """
 
@@ -145,3 +153,5 @@ def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
     assert out["sum_bad_out"][0] == 161002 and "reduced shape" in out["sum_bad_out"][1]
     assert out["sum_bad_dtype"][0] == 161002 and "must be the same" in out["sum_bad_dtype"][1]
     assert out["sum_repeat"][0] == 161002 and "twice" in out["sum_repeat"][1]
+    assert out["counted_faulted"][:3] == [3, 1, 107000] and "injected fault" in out["counted_faulted"][3]
+    assert out["counted_faulted"][4:] == [507899, 0]

@@ -73,20 +73,35 @@ want = ref_bwd(g.numpy(), size, x.shape)
 out["bwd_maxdiff"] = float(np.max(np.abs(xr.grad.cpu().numpy() - want)))
 out["bwd_scale"] = float(np.max(np.abs(want)))
 
-# y.sum().backward() in three dtypes
+# in three dtypes: the cast on the device (op-plugin's .to(dtype) on an NPU tensor is aclnnInplaceCopy; float32 is
+# already the dtype, no copy), the forward bit for bit against the reference, and y.sum().backward()
+from upsample3d_grad.torch_interop import tensor_to_numpy
 out["sum"] = {}
 for dt in (torch.float32, torch.float16, torch.bfloat16):
-    xd = x.to(dt)
-    xr = xd.npu()
+    xn = x.npu()  # (a fresh float32 leaf: for float32, xn.to(dt) is xn itself)
+    torch.npu.synchronize()
+    c = counters(sim, WATCH)
+    xr = xn.to(dt)
+    torch.npu.synchronize()
+    cast_calls = delta(sim, c)
+    x_dt = tensor_to_numpy(x.to(dt))  # torch's CPU cast: round to nearest even
+    cast_equal = tensor_to_numpy(xr.cpu()).tobytes() == x_dt.tobytes()
     xr.requires_grad_(True)
     c = counters(sim, WATCH)
-    F.interpolate(xr, size=size, mode="nearest-exact").sum().backward()
+    y = F.interpolate(xr, size=size, mode="nearest-exact")
     torch.npu.synchronize()
-    calls = delta(sim, c)
+    fwd_calls = delta(sim, c)
+    fwd_bits = tensor_to_numpy(y.detach().cpu()).tobytes() == ref_fwd(x_dt, size).tobytes()
+    c = counters(sim, WATCH)
+    y.sum().backward()
+    torch.npu.synchronize()
+    calls = {n: v + fwd_calls[n] for n, v in delta(sim, c).items()}
     ones = np.ones((2, 3) + size, dtype=np.float32)
     want = ref_bwd(ones, size, x.shape)
     got = xr.grad.float().cpu().numpy()
-    out["sum"][str(dt)] = {"calls": calls, "equal": bool(np.array_equal(got, want)), "dtype": str(xr.grad.dtype)}
+    out["sum"][str(dt)] = {"calls": calls, "equal": bool(np.array_equal(got, want)), "dtype": str(xr.grad.dtype),
+                           "cast_calls": cast_calls, "cast_equal": cast_equal, "cast_dtype": str(xr.dtype),
+                           "fwd_calls": fwd_calls, "fwd_bits_equal": fwd_bits}
 
 # the package's own torch paths on torch_npu tensors: zero-copy, on torch_npu's current stream
 xn = x.npu()
@@ -244,6 +259,24 @@ def test_interpolate_forward_and_backward_run_the_aclnn_operators(torch_npu_firs
     assert out["bwd_calls"]["aclnnUpsampleNearestExact3dBackward"] == 1
     assert out["bwd_calls"]["aclrtMemcpy"] == 0 and out["bwd_calls"]["aclrtMemcpyAsync"] == 0
     assert out["bwd_maxdiff"] <= 1e-5 * max(1.0, out["bwd_scale"])
+
+
+@pytest.mark.parametrize("dtype", ["torch.float32", "torch.float16", "torch.bfloat16"])
+def test_cast_and_forward_on_the_device_in_each_dtype(torch_npu_first, dtype: str) -> None:
+    """``.to(dtype)`` of an NPU tensor is op-plugin's aclnnInplaceCopy on the device (none for float32, already the
+    dtype), equal bit for bit to torch's CPU cast; the forward then runs in that dtype on the device, equal bit for
+    bit to the package's numpy reference (upsample3d_grad.reference)."""
+    _, out, _ = torch_npu_first
+    rec = out["sum"][dtype]
+    cast = rec["cast_calls"]
+    assert rec["cast_dtype"] == dtype
+    assert cast["aclnnInplaceCopy"] == (0 if dtype == "torch.float32" else 1), cast
+    assert cast["aclrtMemcpy"] == cast["aclrtMemcpyAsync"] == 0, cast  # on the device, not through the host
+    assert rec["cast_equal"] is True
+    fwd = rec["fwd_calls"]
+    assert fwd["aclnnUpsampleNearestExact3d"] == 1 and fwd["aclnnInplaceCopy"] == 0, fwd
+    assert fwd["aclrtMemcpy"] == fwd["aclrtMemcpyAsync"] == 0, fwd
+    assert rec["fwd_bits_equal"] is True
 
 
 @pytest.mark.parametrize("dtype", ["torch.float32", "torch.float16", "torch.bfloat16"])

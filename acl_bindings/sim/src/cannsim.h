@@ -2,7 +2,7 @@
  * cannsim.h - our own declarations for the CPU simulator of the CANN runtime (libascendcl /
  * libacl_rt), libnnopbase and the aclnn operator library (libopapi_cv / libopapi).
  *
- * Written from the public ABI notes of this project (/work/shared/cann-abi.md); no vendor header
+ * Written from the public ABI notes of this project (docs/cann-abi.md); no vendor header
  * is used.  Section numbers below refer to that file:
  *   typedefs                    §2
  *   aclDataType / aclFormat     §3.1, §3.2

@@ -5,7 +5,7 @@
  * the task launch the operator library uses) in streams.c, the simulator's accounting, fault
  * injection and configuration in sim_core.c.
  *
- * Prototypes, codes and enum values: /work/shared/cann-abi.md §1.1, §2, §3.  Where the notes do
+ * Prototypes, codes and enum values: docs/cann-abi.md §1.1, §2, §3.  Where the notes do
  * not fix a behaviour, the simulator is stricter than hardware (unknown handles, host pointers
  * passed as device memory, double frees, frees of memory still used by queued work are all
  * reported with a code and a message); nothing here aborts on bad input.

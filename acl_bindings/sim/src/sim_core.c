@@ -100,6 +100,18 @@ static const char *const k_names[] = {
     "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclSetTensorAddr", "aclSetDynamicInputTensorAddr",
     "aclSetDynamicOutputTensorAddr", "aclSetRawTensorAddr", "aclGetRawTensorAddr", "aclnnInit",
     "aclnnFinalize",
+    /* the runtime functions torch_npu needs (rt_torch_npu.c) */
+    "aclrtCreateStreamWithConfig", "aclrtSetStreamFailureMode", "aclrtSetDeviceSatMode",
+    "aclrtSetOpExecuteTimeOutV2", "aclrtGetSysParamOpt", "aclrtSetSysParamOpt", "aclrtCtxSetSysParamOpt",
+    "aclrtPeekAtLastError", "aclmdlInitDump", "aclmdlSetDump", "aclmdlFinalizeDump", "aclrtStreamWaitEvent",
+    "aclrtResetEvent", "aclrtCreateEventExWithFlag", "aclGetDeviceCapability", "aclrtDeviceCanAccessPeer",
+    "aclrtDeviceEnablePeerAccess", "aclrtDeviceGetBareTgid", "aclrtProcessReport", "aclrtReserveMemAddress",
+    "aclrtReleaseMemAddress", "aclrtMallocPhysical", "aclrtFreePhysical", "aclrtMapMem", "aclrtUnmapMem",
+    "aclrtMemExportToShareableHandle", "aclrtMemImportFromShareableHandle", "aclrtMemSetPidToShareableHandle",
+    "aclrtBinaryLoadFromData", "aclrtBinaryGetFunction", "aclrtGetFunctionAddr", "aclDestroyDataBuffer",
+    "aclSetTensorFormat", "aclSetTensorShape", "aclSetTensorPlaceMent", "aclGetTensorDescDimV2", "aclopSetAttrBool",
+    "aclopSetAttrInt", "aclopSetAttrFloat", "aclopSetAttrString", "aclopSetAttrDataType", "aclopSetAttrListBool",
+    "aclopSetAttrListInt", "aclopSetAttrListFloat", "aclopSetAttrListListInt",
     /* operator libraries */
     CANNSIM_OP_NAMES
 };

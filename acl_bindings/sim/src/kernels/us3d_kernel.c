@@ -1,6 +1,6 @@
 /*
  * us3d_kernel.c - operator core of the simulated aclnnUpsampleNearestExact3dBackward.
- * See us3d_kernel.h for the interface.  Facts cited from /work/shared/cann-abi.md.
+ * See us3d_kernel.h for the interface.  Facts cited from docs/cann-abi.md.
  *
  * Build: cc -O2 -std=gnu11 -fPIC -c us3d_kernel.c   (no libm needed; do not use -ffast-math:
  * the window formula relies on exact IEEE float32 rounding).

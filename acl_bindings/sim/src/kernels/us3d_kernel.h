@@ -10,7 +10,7 @@
  *     float32 scratch live in the caller's workspace),
  *   - IEEE binary16 / bfloat16 <-> float32 conversions (round to nearest, ties to even).
  *
- * Facts used (all from /work/shared/cann-abi.md):
+ * Facts used (all from docs/cann-abi.md):
  *   aclDataType: ACL_FLOAT=0, ACL_FLOAT16=1, ACL_BF16=27 (§3.1)
  *   aclFormat:   ACL_FORMAT_NDHWC=27 (§3.2)
  *   status:      ACLNN_SUCCESS=0, ACLNN_ERR_PARAM_NULLPTR=161001, ACLNN_ERR_PARAM_INVALID=161002 (§3.5)
