@@ -347,6 +347,22 @@ def test_ctrl_c_during_the_imports(tmp_path: Path, after: str, command: list[str
     assert data.get("healthy", False) is False and data.get("summary", {"ok": False})["ok"] is False
 
 
+def test_ctrl_c_during_the_imports_of_bench_writes_its_first_report(tmp_path: Path) -> None:
+    proc = _entry_point("bench", "--json", str(tmp_path / "{host}-b.json"))
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("import time:") and line.split("|")[-1].strip() == "upsample3d_grad.tools.cli":
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    _assert_interrupted(proc.returncode, "\n".join(x for x in err.splitlines() if not x.startswith("import time:")),
+                        "bench")
+    reports = list(tmp_path.glob("*-b.json"))
+    assert len(reports) == 1, "no report was written"
+    data = json.loads(reports[0].read_text())
+    assert data["interrupted"] is True and data["device_ms"] == [] and data["dtype"] == "float32"
+
+
 def test_ctrl_c_after_the_command_keeps_its_exit_status(tmp_path: Path) -> None:
     # a SIGINT once main() has returned (while the interpreter shuts down) is ignored, not a death by signal 2
     code = "import os, signal, sys\nfrom upsample3d_grad_cli import main\nrc = main()\nos.kill(os.getpid(), " \

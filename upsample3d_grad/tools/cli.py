@@ -28,7 +28,7 @@ from ._cli_shared import (
     _unavailable_environment,
     _write_json,
 )
-from .cli_bench import _bench
+from .cli_bench import _bench, bench_report
 from .cli_doctor import _doctor, _doctor_report, _run
 from .cli_smoke import _smoke
 from .smoke import summarize
@@ -207,10 +207,12 @@ def _interrupted(args: argparse.Namespace | None) -> None:
 
 
 def _first_report(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The report a Ctrl-C writes before the command has read any fact (``--json`` of doctor and smoke)."""
+    """The report a Ctrl-C writes before the command has read any fact (``--json`` of doctor, smoke and bench)."""
     env = _unavailable_environment("interrupted before the facts were read")
     if args.command == "doctor":
         return _doctor_report(args, env, [], ["interrupted"], {"ran": False})
+    if args.command == "bench":
+        return bench_report(args)
     return smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans) if args.command == "smoke" else None
 
 

@@ -69,16 +69,21 @@ def _random_data(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.n
     return out
 
 
+def bench_report(args: argparse.Namespace) -> dict[str, Any]:
+    """The report as it starts (what a Ctrl-C writes from the command's start); the case's geometry is added."""
+    return {"backend": None, "device": args.device, "dtype": args.dtype, "layout": args.layout,
+            "repeat": args.repeat, "device_ms": [], "host_us": [], "interrupted": False}
+
+
 def _bench(args: argparse.Namespace) -> int:
+    partial = _RUN.report if _RUN.report is not None else bench_report(args)
+    _RUN.report = partial  # what a Ctrl-C writes
     try:
         go_shape, gi_shape, out_size, scales = _bench_geometry(args)
     except ValueError as exc:
         args.parser.error(str(exc))
-    partial: dict[str, Any] = {"backend": None, "device": args.device, "dtype": args.dtype, "layout": args.layout,
-                               "grad_out_shape": list(go_shape), "grad_in_shape": list(gi_shape),
-                               "output_size": list(out_size), "scales": list(scales), "repeat": args.repeat,
-                               "device_ms": [], "host_us": [], "interrupted": False}
-    _RUN.report = partial  # what a Ctrl-C writes
+    partial.update(grad_out_shape=list(go_shape), grad_in_shape=list(gi_shape), output_size=list(out_size),
+                   scales=list(scales))
     backend = _load("bench")
     if backend is None:
         return EXIT_NO_LIBRARY
