@@ -261,7 +261,7 @@ class TwoPhaseOp:
         assert cell is not None
         if clock is not None:
             clock.queued()
-        address = c_void_p(workspace) if workspace else None
+        address = workspace or None  # (an int for the void*: ctypes converts it)
         if executor.repeatable:  # it outlives the call: its close() waits for the lock
             rc = self._phase2(address, workspace_size, cell, stream)
         else:  # consumed whether or not it succeeds: forgotten right before the call (see release_cell)
