@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import AclMemoryError, ClosedError
-from .memory import DeviceBuffer, buffer_closes
+from .memory import DeviceBuffer
 from .runtime import Device
 from .streams import Stream
 
@@ -136,7 +136,6 @@ class PooledBuffer:
         """Return the block to the cache (stream-ordered).  Idempotent."""
         block, self._block = self._block, None
         if block is not None:
-            buffer_closes[0] += 1
             self._fin.detach()
             self._allocator._give_back(block, self.clock)
 

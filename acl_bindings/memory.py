@@ -4,7 +4,6 @@ aclrtMemcpy[Async], aclrtMemset[Async]."""
 from __future__ import annotations
 
 import ctypes
-import os
 import weakref
 from typing import Any
 
@@ -17,13 +16,7 @@ from .runtime import Device
 from .streams import Stream, _OnDevice
 from .values import index_arg, int32_arg
 
-__all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes", "buffer_closes"]
-
-#: Device buffers closed in this process (pooled ones included; a forked child adds one): buffers open at one
-#: count are open while it is unchanged.
-buffer_closes = [0]
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: buffer_closes.__setitem__(0, buffer_closes[0] + 1))
+__all__ = ["DeviceBuffer", "HostBuffer", "host_span", "host_bytes"]
 
 _SIZE_LIMIT = 1 << 64  # ctypes would silently truncate a larger size_t
 
@@ -67,13 +60,6 @@ class DeviceBuffer(_OnDevice):
         self.nbytes = int(nbytes)
         # collected without close(): wait for queued work that may still use it, then free
         self._make(device, self.nbytes, int(policy), before=device.synchronize)
-
-    def close(self) -> None:
-        """Free the memory now; idempotent."""
-        try:
-            super().close()
-        finally:
-            buffer_closes[0] += 1
 
     def _range(self, offset: object, nbytes: object, what: str) -> tuple[int, int]:
         """``(offset, nbytes)`` as ints, checked to lie inside this buffer."""

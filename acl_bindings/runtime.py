@@ -29,9 +29,16 @@ _init_lock = threading.Lock()
 _initialized = False
 _first = False  # this module's aclInit returned 0 (not 100002)
 _tls = threading.local()  # .ctx: the context the innermost device guard of this thread made current
-_forked = [False]  # forked after this process initialised ACL (checked on the guard's fast path)
+_forked = False  # forked after this process initialised ACL (checked on the guard's fast path)
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    _forked = _initialized
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _forked.__setitem__(0, _initialized))
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _check_fork() -> None:
@@ -165,7 +172,7 @@ class _Guard:
             outer = 0
         if outer == ctx and ctx:
             return device  # nested in a guard of the same context: it is current, and stays so
-        if _forked[0]:
+        if _forked:
             _check_fork()
         prev = current_context()
         if prev != ctx:
@@ -317,7 +324,7 @@ class Device(Resource):
     def is_current(self) -> bool:
         """Whether this device's context is the thread's current one; False in a forked child (activate raises)."""
         try:
-            return not _forked[0] and current_context() == self.context
+            return not _forked and current_context() == self.context
         except AclError:
             return False
 
