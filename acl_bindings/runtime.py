@@ -119,22 +119,17 @@ def _finalize_at_exit() -> None:
         _release(at_exit=True)
 
 
-_get_current: Any = None  # lib.unchecked("aclrtGetCurrentContext") (bound on first use)
-_ctx_out = threading.local()  # .v: this thread's c_void_p for the result (passed itself: see Lib.unchecked)
+_get_current: Any = None  # lib.unchecked("aclrtGetCurrentContext"), bound on first use (no context is no error here)
 
 
 def current_context() -> int:
     """The calling thread's current context (``aclrtGetCurrentContext``); 0 when none is current.  Raises
     :class:`AclError` for any other failure (100001 after finalisation, say)."""
     global _get_current
-    fn = _get_current
-    if fn is None:
-        fn = _get_current = lib.unchecked("aclrtGetCurrentContext")
-    try:
-        out = _ctx_out.v
-    except AttributeError:
-        out = _ctx_out.v = c_void_p()
-    rc = fn(out)
+    if _get_current is None:
+        _get_current = lib.unchecked("aclrtGetCurrentContext")
+    out = c_void_p()
+    rc = _get_current(out)  # (the out-parameter: the cell itself)
     if not rc:
         return out.value or 0
     if rc == _codes.ACL_ERROR_RT_CONTEXT_NULL:
