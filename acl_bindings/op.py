@@ -78,7 +78,8 @@ class Executor(Resource):
                  slot: bool = False) -> None:
         self.workspace_size = int(workspace_size)
         self.repeatable = False
-        #: A one-shot call's executor object, reused by each phase 1 (phase 2 empties it; ``close()`` ends it)
+        #: A one-shot call's executor object, reused by each phase 1 (phase 2 empties it; ``close()`` ends it);
+        #: internal to its call, so never passed to C as itself
         self.slot = slot
         self.runs = 0
         self._keep = keep  # tensors and arrays the executor refers to stay alive with it
@@ -92,8 +93,8 @@ class Executor(Resource):
         self._adopted()
 
     def _adopted(self) -> None:
-        """The cell now holds the executor (or nothing): it is passed as itself from now on."""
-        if self._cell is not None and self._cell.value:
+        """The cell now holds the executor (or nothing): it is passed as itself from now on (not a slot)."""
+        if not self.slot and self._cell is not None and self._cell.value:
             self._as_parameter_ = self.handle
 
     def make_repeatable(self) -> None:
@@ -117,7 +118,6 @@ class Executor(Resource):
     def _consumed(self) -> None:
         """Phase 2 freed the executor (launch emptied its cell): forget it (a slot waits for the next one)."""
         if self.slot:
-            self.__dict__.pop("_as_parameter_", None)
             return
         self.close()
         self._keep = ()
@@ -130,7 +130,6 @@ class Executor(Resource):
         if self._cell is not None and self._cell.value:
             # (refused: it stays, and the next phase 1 into this slot retries it)
             destroy(self._cell, "aclDestroyAclOpExecutor")
-            self.__dict__.pop("_as_parameter_", None)
 
 
 #: Workspaces above 1 MiB grow in steps of 2 MiB: the Atlas A2/A3 backward asks for 16 MiB and a few bytes more
@@ -224,7 +223,6 @@ class TwoPhaseOp:
         slot._drop()  # (one that an interrupt left unrun)
         size = c_uint64()
         rc = self._phase1(*args, size, slot._cell)  # (the cell itself: written in place)
-        slot._adopted()
         if rc:
             with contextlib.suppress(Exception):  # (phase 1's error is reported; the next phase 1 retries the drop)
                 slot._drop()
