@@ -106,12 +106,16 @@ def test_app_log_prints_only_when_asked(raw) -> None:
 
 
 def test_msprof_functions_are_no_ops(raw) -> None:
-    """Nothing is profiled: the report functions answer 0; the hash id is a hash of the given bytes (the same
-    bytes give the same id; the length counts), the cycle time the monotonic clock in ns."""
+    """Nothing is profiled: the report functions answer 0; the hash id is the 64-bit FNV-1a hash of the given bytes
+    (the same bytes give the same id; the length counts), the cycle time the monotonic clock in ns."""
     out, _ = raw
     assert out["msprof"] == [0, 0, 0, 0]
     h = out["hash"]
     assert h[0] == h[1] and len(set(h[1:])) == 3, h
+    fnv = 0xCBF29CE484222325  # FNV-1a: the offset basis, then per byte xor and multiply by the FNV prime
+    for byte in b"aclnnAdd":
+        fnv = (fnv ^ byte) * 0x100000001B3 % 2**64
+    assert h[0] == fnv
     t0, m0, t1, m1 = out["cycle"]
     assert t0 <= m0 <= t1 <= m1 and t1 - t0 >= 20_000_000
 

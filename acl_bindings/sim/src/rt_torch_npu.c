@@ -266,7 +266,7 @@ CANNSIM_API int32_t MsprofReportAdditionalInfo(uint32_t flag, const void *data, 
     return 0;
 }
 CANNSIM_API uint64_t MsprofGetHashId(const char *hashInfo, size_t length) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a, 64-bit */
     for (size_t i = 0; hashInfo && i < length; i++) h = (h ^ (unsigned char)hashInfo[i]) * 1099511628211ULL;
     return h;
 }
