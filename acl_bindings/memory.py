@@ -11,7 +11,7 @@ import numpy as np
 
 from ._lib import lib
 from ._resource import in_use
-from .enums import MemcpyKind, MemMallocPolicy
+from .enums import MemcpyKind, MemMallocPolicy, as_dtype
 from .runtime import Device
 from .streams import Stream, _OnDevice
 from .values import index_arg, int32_arg
@@ -143,7 +143,7 @@ class HostBuffer(_OnDevice):
     @in_use
     def array(self, dtype: Any = np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
         """A numpy view of the buffer (no copy); it keeps this buffer alive."""
-        dt = np.dtype(dtype)
+        dt = as_dtype(dtype)
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
         raw._owner = self  # type: ignore[attr-defined]  # every view's base chain ends here
         self._views = [ref for ref in self._views if ref() is not None] + [weakref.ref(raw)]

@@ -8,6 +8,7 @@ import numpy as np
 
 from acl_bindings import AclTypeError, dtype_to_acl
 from acl_bindings import arrays as _generic
+from acl_bindings.enums import as_dtype
 
 from . import checks
 
@@ -54,7 +55,7 @@ def empty_dtype(dtype: Any) -> np.dtype:
     """*dtype* for :meth:`Session.empty`: a wrong one is an :class:`acl_bindings.AclTypeError` naming it."""
     dt = None
     try:
-        dt = np.dtype(dtype)
+        dt = as_dtype(dtype)
         dtype_to_acl(dt)
     except TypeError:
         got = repr(dtype) if dt is None else dt

@@ -227,5 +227,10 @@ def test_the_command_line_starts_without_ml_dtypes_and_bfloat16_still_maps() -> 
             "import ml_dtypes\n"
             "assert dtype_to_acl('bfloat16') == dtype_to_acl(ml_dtypes.bfloat16) == 27\n"
             "assert acl_to_dtype(27) == ml_dtypes.bfloat16\n")
+    # the name "bfloat16" is accepted before ml_dtypes is imported (Session.empty's dtype)
+    code_by_name = ("import sys\nfrom upsample3d_grad.arrays import empty_dtype\n"
+                    "assert 'ml_dtypes' not in sys.modules\nassert empty_dtype('bfloat16').name == 'bfloat16'\n")
+    done = subprocess.run([sys.executable, "-c", code_by_name], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
