@@ -114,8 +114,8 @@ def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
     # a bfloat16 dtype exists only once its library is imported, so the name test imports nothing new
     if dt.name == "bfloat16" and dt == bfloat16():
         return DataType.BF16
-    for acl in _SUPPORTED[:-1]:
-        if dt == _NUMPY_DTYPES[acl]:
+    for acl in _SUPPORTED:
+        if acl != DataType.BF16 and dt == _NUMPY_DTYPES[acl]:
             return acl
     raise TypeError(f"dtype: expected float32, float16, bfloat16 or int64, got {dt}")
 
