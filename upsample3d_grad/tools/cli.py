@@ -208,12 +208,14 @@ def _interrupted(args: argparse.Namespace | None) -> None:
 
 def _first_report(args: argparse.Namespace) -> dict[str, Any] | None:
     """The report a Ctrl-C writes before the command has read any fact (``--json`` of doctor, smoke and bench)."""
+    if args.command == "bench":
+        return bench_report(args)
+    if args.command not in ("doctor", "smoke"):
+        return None
     env = _unavailable_environment("interrupted before the facts were read")
     if args.command == "doctor":
         return _doctor_report(args, env, [], ["interrupted"], {"ran": False})
-    if args.command == "bench":
-        return bench_report(args)
-    return smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans) if args.command == "smoke" else None
+    return smoke.new_report(env, args.quick, args.argv, plans=not args.no_plans)
 
 
 def _json_target(args: argparse.Namespace) -> str | None:

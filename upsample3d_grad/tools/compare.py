@@ -188,6 +188,11 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _is_fleet(doc: dict[str, Any]) -> bool:
+    """Whether *doc* is shown as a fleet's summary (more than :data:`TABLE_MAX_REPORTS` reports)."""
+    return len(doc["reports"]) > TABLE_MAX_REPORTS
+
+
 def _names(names: list[str], show: int = SHOW_NAMES, width: int = 40) -> str:
     """The first *show* of *names* (each cut to *width*), and how many more there are."""
     shown = ", ".join(clean(n, width) for n in names[:show])
@@ -246,7 +251,7 @@ def _fleet_lines(doc: dict[str, Any], bullet: str) -> list[str]:
 
 def render_text(doc: dict[str, Any]) -> str:
     """The comparison as plain text (aligned columns; a fleet's summary beyond :data:`TABLE_MAX_REPORTS`)."""
-    if len(doc["reports"]) > TABLE_MAX_REPORTS:
+    if _is_fleet(doc):
         return "\n".join([*_fleet_lines(doc, "  "), *_summary_lines(doc)]) + "\n"
     out = ["reports:"]
     for r in doc["reports"]:
@@ -282,7 +287,7 @@ def _md_table(head: list[str], rows: Iterable[list[str]]) -> list[str]:
 
 def render_markdown(doc: dict[str, Any]) -> str:
     """The comparison as Markdown tables (a fleet's summary as a list beyond :data:`TABLE_MAX_REPORTS`)."""
-    if len(doc["reports"]) > TABLE_MAX_REPORTS:
+    if _is_fleet(doc):
         return "\n".join([_md(line) for line in _fleet_lines(doc, "- ")] + ["", *_summary_lines(doc)]) + "\n"
     labels = [_md(clean(r["label"], 40)) for r in doc["reports"]]
     out = _md_table(["report", "file", "created (UTC)", "ok"],
