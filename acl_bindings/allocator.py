@@ -135,6 +135,7 @@ class PooledBuffer:
     def close(self) -> None:
         """Return the block to the cache (stream-ordered).  Idempotent."""
         block, self._block = self._block, None
+        self.ptr = 0  # (a call refuses address 0: acl_bindings.engine.Call.run)
         if block is not None:
             self._fin.detach()
             self._allocator._give_back(block, self.clock)

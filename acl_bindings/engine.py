@@ -9,7 +9,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from ._resource import run_all
 from .enums import Format
-from .errors import AclError
+from .errors import AclError, ClosedError
 from .meta import IntArray, Tensor, TensorArg
 from .op import ArgKind, Executor, TwoPhaseOp, Workspace
 
@@ -179,10 +179,9 @@ class Call:
         descriptors = self._descriptors
         assert descriptors is not None, "closed"
         for pos in self._positions:
-            address = values[pos].arg.address
             tensor = descriptors.args[pos]
-            if address != tensor.address:
-                self._point(pos, values[pos].arg, tensor)
+            if values[pos].buffer.ptr != tensor.address:  # (0 once its memory was released)
+                self._point(pos, values[pos], tensor)
         if self.plan:
             executor, size = self._executor, self.workspace_size
             assert executor is not None
@@ -204,10 +203,14 @@ class Call:
                 self._retry_plan()
         return size
 
-    def _point(self, pos: int, new: TensorArg, tensor: Tensor) -> None:
-        """Point the tensor at *pos* at *new*'s address (a plan's executor; a one-shot call makes a new aclTensor)."""
+    def _point(self, pos: int, array: Any, tensor: Tensor) -> None:
+        """Point the tensor at *pos* at *array*'s memory (a plan's executor; a one-shot call makes a new aclTensor);
+        ClosedError once that memory was released."""
         descriptors = self._descriptors
         assert descriptors is not None
+        if not array.buffer.ptr:
+            raise ClosedError(f"{self.op.schema[pos].name}: this device array is closed")
+        new = array.arg
         if self.plan:
             assert self._executor is not None
             tensor.address = -1  # unknown until the library confirms the new one

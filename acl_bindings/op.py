@@ -12,6 +12,7 @@ from typing import Any, NamedTuple, Sequence
 from ._lib import destroy, lib, raise_for_status
 from ._resource import Resource, lock_of, releases_allowed
 from ._types import aclIntArray_p, aclOpExecutor_p, aclTensor_p
+from .errors import ClosedError
 from .memory import DeviceBuffer
 from .meta import Tensor
 from .prototypes import two_phase_prototypes
@@ -252,11 +253,11 @@ class TwoPhaseOp:
                clock: Any = None) -> None:
         """The package's one phase-2 call; the caller holds the executor's lock, with the raw *stream*'s device
         current.  A single-use executor is consumed, success or not.  *clock* (a StreamClock) counts the work."""
-        if isinstance(executor, _NullExecutor):
-            return
-        executor._check_open()  # (under its lock: a close() on another thread went first)
         cell = executor._cell
-        assert cell is not None
+        if cell is None:  # phase 1 gave nothing to run (a _NullExecutor)
+            return
+        if not cell.value:  # (under its lock: a close() on another thread went first)
+            raise ClosedError("this executor is closed")
         if clock is not None:
             clock.queued()
         address = workspace or None  # (an int for the void*: ctypes converts it)

@@ -42,6 +42,13 @@ class _OnDevice(Resource):
             self._undo()  # made but not finished: released now, not left to the garbage collector
             raise
 
+    def close(self) -> None:
+        """As :meth:`Resource.close <acl_bindings._resource.Resource.close>`; the handle attribute reads 0 once
+        released (a call refuses a buffer at 0: acl_bindings.engine.Call.run)."""
+        super().close()
+        if self.closed:
+            setattr(self, self._attr, 0)
+
 
 class Stream(_OnDevice):
     """A stream on *device*.  Keeps the device alive.  Wraps: aclrtCreateStream, aclrtDestroyStream."""

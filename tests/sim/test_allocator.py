@@ -84,6 +84,7 @@ def test_a_closed_array_returns_its_block_and_the_next_one_reuses_it(no_leaks: N
     arr = session.upload(G)
     ptr = arr.buffer.ptr
     arr.close()
+    assert arr.buffer.ptr == 0  # its memory is not its own any more
     mallocs = sim.call_count("aclrtMalloc")
     again = session.upload(2 * G)
     assert again.buffer.ptr == ptr and sim.call_count("aclrtMalloc") == mallocs

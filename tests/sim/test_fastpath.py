@@ -297,6 +297,30 @@ def test_call_rejects_unlike_arrays(no_leaks: None, session: Session, plan: bool
 
 
 @MODES
+def test_a_call_refuses_an_array_whose_device_buffer_was_closed(no_leaks: None, plan: bool) -> None:
+    from acl_bindings import DeviceBuffer
+    from upsample3d_grad.arrays import DeviceArray
+
+    s = Session(0)
+    g = _grad((1, 1, 2, 2, 2), (4, 4, 4), "NCDHW", np.float32, 7)
+    go, gi = s.upload(g), s.empty((1, 1, 2, 2, 2))
+    buf = DeviceBuffer(s.device, 64)
+    out = DeviceArray(s, buf, (1, 1, 2, 2, 2), np.dtype(np.float32), "NCDHW", (8, 8, 4, 2, 1), 0)
+    call = s.prepare(go, (4, 4, 4), (1, 1, 2, 2, 2), out=out, plan=plan)
+    call()
+    p2 = sim.call_count(P2)
+    buf.close()  # freed under its array (aclrtFree)
+    with pytest.raises(ClosedError, match="gradInput: this device array is closed"):
+        call()
+    with pytest.raises(ClosedError):
+        s.backward(go, (4, 4, 4), (1, 1, 2, 2, 2), out=out)
+    assert sim.call_count(P2) == p2  # nothing reached the library
+    call(out=gi)
+    _same(gi.download(), _want(g, (4, 4, 4), (1, 1, 2, 2, 2), (None,) * 3, "NCDHW"))
+    s.close()
+
+
+@MODES
 def test_closed_objects(no_leaks: None, plan: bool) -> None:
     s = Session(0)
     g = _grad((1, 1, 2, 2, 2), (4, 4, 4), "NCDHW", np.float32, 7)

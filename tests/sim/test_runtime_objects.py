@@ -190,6 +190,7 @@ def test_use_after_close_is_a_clear_error(device: ab.Device) -> None:
     ev.close()
     with pytest.raises(ab.ClosedError):
         ev.synchronize()
+    assert (stream.handle, buf.ptr, ev.handle) == (0, 0, 0)  # a released handle reads 0
 
 
 def test_garbage_collection_releases_handles(no_leaks: None) -> None:
