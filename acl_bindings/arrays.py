@@ -53,6 +53,8 @@ class DeviceArray:
         self.storage_dims = (buffer.nbytes // self.dtype.itemsize,)
         #: How the operator's calls describe this array (:class:`acl_bindings.meta.TensorArg`)
         self.arg = TensorArg(shape, self.dtype, strides, offset, int(self.acl_format), self.storage_dims, buffer.ptr)
+        #: What a call shape's key holds of it (``engine.plan_key``): the description but its address, made once
+        self.key = self.arg[:-1]
         self._tensor: Optional[Tensor] = None
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from ctypes import c_void_p
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ._resource import run_all
 from .enums import Format
@@ -13,24 +13,13 @@ from .errors import AclError, ClosedError
 from .meta import IntArray, Tensor, TensorArg
 from .op import ArgKind, Executor, TwoPhaseOp, Workspace
 
-__all__ = ["Call", "CallCache", "PlanKey", "plan_key", "plan_storage", "borrowed_tensor", "run_once", "run_all",
+__all__ = ["Call", "CallCache", "plan_key", "plan_storage", "borrowed_tensor", "run_once", "run_all",
            "check_values"]
 
-#: The fields of a :class:`TensorArg` phase 1 depends on (all but the address)
-_LAYOUT = slice(0, 6)
-
-
-class PlanKey(NamedTuple):
-    """Everything phase 1 depends on, except the device addresses (the storage dims too, as nnopbase's op cache)."""
-
-    op: str
-    #: each argument in schema order: a tensor's :class:`TensorArg` without its address, an int array, a double
-    args: tuple[Any, ...]
-
-
-def plan_key(op: TwoPhaseOp, values: Sequence[Any]) -> PlanKey:
-    """The :class:`PlanKey` of one call of *op*."""
-    return PlanKey(op.name, tuple([v.arg[_LAYOUT] if tensor else v for tensor, v in zip(op.tensor_flags, values)]))
+def plan_key(op: TwoPhaseOp, values: Sequence[Any]) -> tuple[Any, ...]:
+    """The key of one call shape of *op*: its name, then each value in schema order, a device array's as its
+    ``key`` (everything phase 1 reads of it but the address: the storage dims too, as nnopbase's op cache)."""
+    return (op.name, *[v.key if tensor else v for tensor, v in zip(op.tensor_flags, values)])
 
 
 def plan_storage(storage_dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -175,7 +164,8 @@ class Call:
         return first
 
     def run(self, values: Sequence[Any], workspace: Workspace, stream: Any, clock: Any = None) -> int:
-        """Queue one run on *values* (this shape, any addresses) on the open *stream*; returns the workspace size."""
+        """Queue one run on *values* (this shape; device arrays at any addresses, ClosedError for one whose memory
+        was released) on the open *stream*; returns the workspace size."""
         descriptors = self._descriptors
         assert descriptors is not None, "closed"
         for pos in self._positions:
@@ -250,13 +240,13 @@ class Call:
 
 
 class CallCache:
-    """At most *capacity* :class:`Call` objects by :class:`PlanKey`, least recently used evicted first.
+    """At most *capacity* :class:`Call` objects by :func:`plan_key`, least recently used evicted first.
 
     Attributes: ``capacity``, ``hits``, ``misses``, ``last_refusal`` (the latest refused plan's error text)."""
 
     def __init__(self, capacity: int = 32) -> None:
         self.capacity = capacity
-        self.calls: OrderedDict[PlanKey, Call] = OrderedDict()
+        self.calls: OrderedDict[tuple[Any, ...], Call] = OrderedDict()
         self.last_refusal: Optional[str] = None
         self.hits = 0
         self.misses = 0
@@ -266,7 +256,7 @@ class CallCache:
         """One-shot runs of a refused plan before it is asked for again (:attr:`Call.retry_after`)."""
         return Call.retry_after
 
-    def get(self, key: PlanKey) -> Optional[Call]:
+    def get(self, key: tuple[Any, ...]) -> Optional[Call]:
         """The kept call for *key* (now the most recently used), or None."""
         call = self.calls.get(key)
         if call is not None:
@@ -274,7 +264,7 @@ class CallCache:
             self.hits += 1
         return call
 
-    def add(self, key: PlanKey, call: Call, before_evict: Callable[[], None]) -> Call:
+    def add(self, key: tuple[Any, ...], call: Call, before_evict: Callable[[], None]) -> Call:
         """Keep *call* for *key*; when full, *before_evict* runs (it synchronises the stream when work may still
         use the evicted call's executor), then the least recently used call is closed."""
         self.misses += 1
