@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from ctypes import c_void_p
+from ctypes import c_double, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Sequence
 
 from ._resource import run_all
@@ -66,7 +66,7 @@ class _Descriptors:
                     continue
                 self.args.append(_owned(self.objects[-1], lock))
             #: phase 1's C values (what ctypes passes for each argument): a one-shot run converts nothing
-            self.raw = [getattr(a, "_as_parameter_", a) for a in self.args]
+            self.raw = [c_double(a) if isinstance(a, float) else a._as_parameter_ for a in self.args]
         except BaseException:
             self.close()
             raise
@@ -101,7 +101,7 @@ class Call:
         self._lock = lock  # the owner's: the objects it makes are used under it
         self.plan = False
         self.fallback: Optional[str] = None
-        self.workspace_size = 0
+        self._size = c_uint64()  # the latest phase 1's workspace size, passed to phase 2 as itself
         self.calls = 0
         self.checked = False
         self._retry_left = 0
@@ -133,7 +133,7 @@ class Call:
             return
         old = [self._executor, self._descriptors]
         self._descriptors, self._executor = made, executor
-        self.workspace_size, self.plan, self.fallback = size, True, None
+        self._size.value, self.plan, self.fallback = size, True, None
         self._stale += [obj for obj in old if obj is not None]
         self._release_stale()
 
@@ -143,7 +143,7 @@ class Call:
         slot = _owned(Executor(keep=(made,), slot=True), self._lock)
         if probe:
             try:
-                self.workspace_size, executor = self.op.refill(slot, made.raw)
+                _, executor = self.op.refill(slot, made.raw, self._size)
                 executor._drop()
             except BaseException:
                 run_all([slot.close, made.close])
@@ -173,19 +173,18 @@ class Call:
             if values[pos].buffer.ptr != tensor.address:  # (0 once its memory was released)
                 self._point(pos, values[pos], tensor)
         if self.plan:
-            executor, size = self._executor, self.workspace_size
+            executor, size = self._executor, self._size.value
             assert executor is not None
         else:
             assert self._executor is not None
-            size, executor = self.op.refill(self._executor, descriptors.raw)
-            self.workspace_size = size
+            size, executor = self.op.refill(self._executor, descriptors.raw, self._size)
         try:
             address = workspace.reserve(size)
         except BaseException:
             if not self.plan:
                 executor._drop()  # never run: destroyed (cann-abi.md §1.3)
             raise
-        self.op.launch(address, size, executor, stream._as_parameter_, clock)
+        self.op.launch(address, self._size, executor, stream._as_parameter_, clock)
         self.calls += 1
         if self._retry_left:  # a plan was refused: asked again after retry_after one-shot runs
             self._retry_left -= 1
@@ -223,6 +222,11 @@ class Call:
         except AclError as exc:  # not only a refusal: the one-shot path still works
             self.fallback = str(exc)
             self._retry_left = self.retry_after
+
+    @property
+    def workspace_size(self) -> int:
+        """Bytes of workspace the latest phase 1 asked for."""
+        return int(self._size.value)
 
     @property
     def closed(self) -> bool:

@@ -218,12 +218,11 @@ class TwoPhaseOp:
             raise
         return self._result(int(size.value), executor)
 
-    def refill(self, slot: Executor, args: Sequence[Any]) -> tuple[int, Executor]:
+    def refill(self, slot: Executor, args: Sequence[Any], size: c_uint64) -> tuple[int, Executor]:
         """Phase 1 into a one-shot call's *slot* on *args*, the C values of descriptors the caller owns (holding
-        their lock).  As :meth:`get_workspace_size`."""
+        their lock), writing the workspace size into *size*.  As :meth:`get_workspace_size`."""
         slot._drop()  # (one that an interrupt left unrun)
-        size = c_uint64()
-        rc = self._phase1(*args, size, slot._cell)  # (the cell itself: written in place)
+        rc = self._phase1(*args, size, slot._cell)  # (the cells themselves: written in place)
         if rc:
             with contextlib.suppress(Exception):  # (phase 1's error is reported; the next phase 1 retries the drop)
                 slot._drop()
@@ -249,7 +248,7 @@ class TwoPhaseOp:
             with lock_of((executor,)):
                 self.launch(workspace, workspace_size, executor, stream, clock)
 
-    def launch(self, workspace: int | None, workspace_size: int, executor: Executor, stream: Any,
+    def launch(self, workspace: int | None, workspace_size: int | c_uint64, executor: Executor, stream: Any,
                clock: Any = None) -> None:
         """The package's one phase-2 call; the caller holds the executor's lock, with the raw *stream*'s device
         current.  A single-use executor is consumed, success or not.  *clock* (a StreamClock) counts the work."""
