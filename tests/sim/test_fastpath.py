@@ -330,7 +330,7 @@ def test_closed_objects(no_leaks: None, plan: bool) -> None:
     other.close()
     with pytest.raises(ClosedError):
         call(other)
-    call()  # (its arrays are found open: later calls check them again only once a buffer was closed)
+    call()  # (its arrays are open)
     p2 = sim.call_count(P2)
     gi.close()
     with pytest.raises(ClosedError):
