@@ -139,8 +139,8 @@ def torch_npu_on_sim() -> tuple[bool, str]:
         import torch_npu  # noqa: F401  (adds torch.npu)
 
         torch.npu.set_device(DEVICE)  # type: ignore[attr-defined]
-        torch.ones(1).to(f"npu:{DEVICE}")  # torch_npu initialises ACL now (a copy: torch.zeros needs the
-        torch.npu.synchronize()  # type: ignore[attr-defined]  # aclnnInplaceZero, which the simulator lacks)
+        torch.ones(1).to(f"npu:{DEVICE}")  # torch_npu initialises ACL now
+        torch.npu.synchronize()  # type: ignore[attr-defined]
         torch.npu.empty_cache()  # type: ignore[attr-defined]
     except Exception as exc:  # not installed, or not started in the simulator's environment
         return False, (f"torch_npu does not start on the simulator ({type(exc).__name__}: "

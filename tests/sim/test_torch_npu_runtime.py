@@ -1,6 +1,7 @@
 """The functions the simulator grew for torch_npu (src/rt_torch_npu.c, nnopbase_scalar.c, ops/inplace_copy.c,
-ops/inplace_fill_scalar.c, ops/reduce_sum.c), called raw through ctypes in a child process: their rules (docs/
-fidelity.md, "torch_npu") and their answers.  The end-to-end use by torch_npu itself is tests/torch_npu."""
+ops/inplace_fill_scalar.c (fill and zero), ops/reduce_sum.c), called raw through ctypes in a child process: their
+rules (docs/fidelity.md, "torch_npu") and their answers.  The end-to-end use by torch_npu itself is
+tests/torch_npu."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ for name in ("aclnnInplaceFillScalarGetWorkspaceSize", "aclnnInplaceCopyGetWorks
     getattr(op, name).argtypes = [C.c_void_p, C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
 op.aclnnReduceSumGetWorkspaceSize.argtypes = [C.c_void_p, C.c_void_p, C.c_bool, C.c_int, C.c_void_p,
                                               C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
-for name in ("aclnnInplaceFillScalar", "aclnnInplaceCopy", "aclnnReduceSum"):
+op.aclnnInplaceZeroGetWorkspaceSize.argtypes = [C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
+for name in ("aclnnInplaceFillScalar", "aclnnInplaceCopy", "aclnnReduceSum", "aclnnInplaceZero"):
     getattr(op, name).argtypes = [C.c_void_p, C.c_uint64, C.c_void_p, C.c_void_p]
 def msg():
     m = rt.aclGetRecentErrMsg()
@@ -70,12 +72,12 @@ out["scalar"] = [bool(sc), nn.aclDestroyScalar(sc), nn.aclDestroyScalar(sc), nn.
 
 def dev(nbytes):
     p = C.c_void_p(); assert rt.aclrtMalloc(C.byref(p), C.c_size_t(nbytes), 0) == 0; return p
-def tensor(dims, dtype, p, strides=None):
+def tensor(dims, dtype, p, strides=None, storage=None):
     d = (C.c_int64 * len(dims))(*dims)
     st = (C.c_int64 * len(dims))(*(strides or [int(x) for x in _rowmajor(dims)]))
     n = 1
     for x in dims: n *= x
-    stor = (C.c_int64 * 1)(max(n, 1))
+    stor = (C.c_int64 * 1)(storage or max(n, 1))
     return nn.aclCreateTensor(d, len(dims), dtype, st, 0, 2, stor, 1, p)
 def _rowmajor(dims):
     acc, out = 1, []
@@ -113,6 +115,12 @@ out["sum_bad_out"] = run("aclnnReduceSum", ta, d1, True, 0, td)
 out["sum_bad_dtype"] = run("aclnnReduceSum", ta, d1, False, 1, td)
 dd = nn.aclCreateIntArray((C.c_int64 * 2)(1, -1), 2)
 out["sum_repeat"] = run("aclnnReduceSum", ta, dd, False, 0, t0)
+out["zero"] = run("aclnnInplaceZero", ta) + [list(struct.unpack("6f", host(a, 24)))]
+put(a, struct.pack("6f", 1, 2, 3, 4, 5, 6))
+every_other = tensor([3], 0, a, strides=[2], storage=6)  # a view: only its elements become 0
+out["zero_view"] = run("aclnnInplaceZero", every_other) + [list(struct.unpack("6f", host(a, 24)))]
+out["zero_null"] = run("aclnnInplaceZero", None)
+out["zero_bad_dtype"] = run("aclnnInplaceZero", tensor([2], 8, d))  # UINT32: not in its dtype list
 # counted and fault-injectable like every other simulated function: one modelled, one not supported
 rt.cannsimCallCount.restype = C.c_int64
 counted = [rt.cannsimCallCount(n) for n in (b"aclrtSetDeviceSatMode", b"aclrtMapMem")]
@@ -153,5 +161,9 @@ def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
     assert out["sum_bad_out"][0] == 161002 and "reduced shape" in out["sum_bad_out"][1]
     assert out["sum_bad_dtype"][0] == 161002 and "must be the same" in out["sum_bad_dtype"][1]
     assert out["sum_repeat"][0] == 161002 and "twice" in out["sum_repeat"][1]
+    assert out["zero"] == [0, 0, [0.0] * 6]
+    assert out["zero_view"] == [0, 0, [0.0, 2.0, 0.0, 4.0, 0.0, 6.0]]
+    assert out["zero_null"][0] == 161001 and "selfRef is NULL" in out["zero_null"][1]
+    assert out["zero_bad_dtype"][0] == 161002 and "dtype 8" in out["zero_bad_dtype"][1]
     assert out["counted_faulted"][:3] == [3, 1, 107000] and "injected fault" in out["counted_faulted"][3]
     assert out["counted_faulted"][4:] == [507899, 0]

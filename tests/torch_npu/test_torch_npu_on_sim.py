@@ -103,6 +103,18 @@ for dt in (torch.float32, torch.float16, torch.bfloat16):
                            "cast_calls": cast_calls, "cast_equal": cast_equal, "cast_dtype": str(xr.dtype),
                            "fwd_calls": fwd_calls, "fwd_bits_equal": fwd_bits}
 
+# torch.zeros, zeros_like and zero_ on the device: op-plugin's aclnnInplaceZero, nothing through the host
+out["zeros"] = {}
+for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool):
+    xn = torch.arange(1, 7).reshape(2, 3).to(dt).npu()
+    torch.npu.synchronize()
+    c = counters(sim, ["aclnnInplaceZero", "aclrtMemcpy", "aclrtMemcpyAsync"])
+    made = [torch.zeros(2, 3, dtype=dt, device="npu"), torch.zeros_like(xn), xn.zero_()]
+    torch.npu.synchronize()
+    calls = delta(sim, c)
+    out["zeros"][str(dt)] = {"calls": calls, "all_zero": all(bool((t.cpu() == 0).all()) for t in made),
+                             "dtypes": [str(t.dtype) for t in made], "devices": [str(t.device) for t in made]}
+
 # the package's own torch paths on torch_npu tensors: zero-copy, on torch_npu's current stream
 xn = x.npu()
 gn = torch.randn((2, 3) + size, generator=gen).npu()
@@ -290,6 +302,17 @@ def test_sum_backward_in_each_dtype(torch_npu_first, dtype: str) -> None:
                "aclnnUpsampleNearestExact3dBackward"):
         assert calls[op] >= 1, (op, calls)
     assert calls["aclrtMemcpy"] == 0 and calls["aclrtMemcpyAsync"] == 0, calls
+
+
+@pytest.mark.parametrize("dtype", ["torch.float32", "torch.float16", "torch.bfloat16", "torch.int64", "torch.bool"])
+def test_zeros_on_the_device_in_each_dtype(torch_npu_first, dtype: str) -> None:
+    _, out, _ = torch_npu_first
+    rec = out["zeros"][dtype]
+    calls = rec["calls"]
+    assert calls["aclnnInplaceZero"] == 3, calls  # torch.zeros, zeros_like, zero_: each one aclnnInplaceZero
+    assert calls["aclrtMemcpy"] == calls["aclrtMemcpyAsync"] == 0, calls
+    assert rec["all_zero"] is True
+    assert rec["dtypes"] == [dtype] * 3 and rec["devices"] == ["npu:0"] * 3
 
 
 def test_package_torch_paths_are_zero_copy_on_the_current_stream(torch_npu_first) -> None:
