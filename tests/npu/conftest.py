@@ -61,10 +61,10 @@ NOT_ON_SIM = {
     "test_doctor_is_healthy": "needs real CANN: it asserts that `doctor` reports `backend cann - real CANN`",
     "test_smoke_cli_on_every_device": "needs real CANN: `smoke --require-npu` refuses the simulator by design, and "
                                       "the test expects backend cann and CANN's determinism statement",
-    "test_backward_torch_runs_on_the_current_stream": "needs aclnnMuls and aclnnAdds (`g * 3.0 + 1.0` on an NPU "
-                                                      "tensor), which the simulator does not have: op-plugin then "
-                                                      "takes its GE (aclop) path, which the simulator does not "
-                                                      "model (torch_npu raises: no aclSetCompileopt)",
+    "test_backward_torch_runs_on_the_current_stream": "needs events that order one stream after another "
+                                                      "(`side.wait_stream(...)`: aclrtCreateEventExWithFlag, "
+                                                      "aclrtStreamWaitEvent), which the simulator does not model "
+                                                      "(torch_npu raises: aclrtRecordEvent: event is NULL)",
 }
 _on_sim: dict[str, Any] = {}  # "baseline": torch_npu's live handles at its start, once accepted
 

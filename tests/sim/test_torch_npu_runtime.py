@@ -1,7 +1,7 @@
 """The functions the simulator grew for torch_npu (src/rt_torch_npu.c, nnopbase_scalar.c, ops/inplace_copy.c,
-ops/inplace_fill_scalar.c (fill and zero), ops/reduce_sum.c), called raw through ctypes in a child process: their
-rules (docs/fidelity.md, "torch_npu") and their answers.  The end-to-end use by torch_npu itself is
-tests/torch_npu."""
+ops/inplace_fill_scalar.c (fill and zero), ops/mul_add.c, ops/reduce_sum.c), called raw through ctypes in a child
+process: their rules (docs/fidelity.md, "torch_npu") and their answers.  The end-to-end use by torch_npu itself
+is tests/torch_npu."""
 
 from __future__ import annotations
 
@@ -38,7 +38,11 @@ for name in ("aclnnInplaceFillScalarGetWorkspaceSize", "aclnnInplaceCopyGetWorks
 op.aclnnReduceSumGetWorkspaceSize.argtypes = [C.c_void_p, C.c_void_p, C.c_bool, C.c_int, C.c_void_p,
                                               C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
 op.aclnnInplaceZeroGetWorkspaceSize.argtypes = [C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
-for name in ("aclnnInplaceFillScalar", "aclnnInplaceCopy", "aclnnReduceSum", "aclnnInplaceZero"):
+for name, n in (("aclnnMul", 3), ("aclnnMuls", 3), ("aclnnAdd", 4), ("aclnnAdds", 4)):
+    getattr(op, name + "GetWorkspaceSize").argtypes = [C.c_void_p] * n + [C.POINTER(C.c_uint64),
+                                                                          C.POINTER(C.c_void_p)]
+for name in ("aclnnInplaceFillScalar", "aclnnInplaceCopy", "aclnnReduceSum", "aclnnInplaceZero", "aclnnMul",
+             "aclnnMuls", "aclnnAdd", "aclnnAdds"):
     getattr(op, name).argtypes = [C.c_void_p, C.c_uint64, C.c_void_p, C.c_void_p]
 def msg():
     m = rt.aclGetRecentErrMsg()
@@ -121,6 +125,22 @@ every_other = tensor([3], 0, a, strides=[2], storage=6)  # a view: only its elem
 out["zero_view"] = run("aclnnInplaceZero", every_other) + [list(struct.unpack("6f", host(a, 24)))]
 out["zero_null"] = run("aclnnInplaceZero", None)
 out["zero_bad_dtype"] = run("aclnnInplaceZero", tensor([2], 8, d))  # UINT32: not in its dtype list
+# tensor times or plus a scalar or a (broadcast) tensor, into out
+def scalar(v, dtype=0):
+    return nn.aclCreateScalar(C.byref(C.c_float(v) if dtype == 0 else C.c_int64(v)), dtype)
+def floats(p, n=6):
+    return list(struct.unpack(f"{n}f", host(p, 4 * n)))
+put(a, struct.pack("6f", 1, 2, 3, 4, 5, 6))
+put(c, struct.pack("3f", 1, 2, 4))
+tb = tensor([2, 3], 0, b)
+out["muls"] = run("aclnnMuls", ta, scalar(3.0), tb) + [floats(b)]
+out["adds"] = run("aclnnAdds", ta, scalar(1.5), scalar(2, 9), tb) + [floats(b)]  # alpha an int64
+out["mul"] = run("aclnnMul", ta, row, tb) + [floats(b)]  # row broadcasts over the two rows
+out["add"] = run("aclnnAdd", ta, row, scalar(-1.0), tb) + [floats(b)]
+out["mul_null_out"] = run("aclnnMuls", ta, scalar(3.0), None)
+out["mul_bad_broadcast"] = run("aclnnMul", ta, tbad, tb)
+out["muls_out_dtype"] = run("aclnnMuls", ta, scalar(3.0), tensor([2, 3], 1, b))
+out["muls_int_self_float_scalar"] = run("aclnnMuls", tensor([2], 3, d), scalar(0.5), tensor([2], 3, d))
 # counted and fault-injectable like every other simulated function: one modelled, one not supported
 rt.cannsimCallCount.restype = C.c_int64
 counted = [rt.cannsimCallCount(n) for n in (b"aclrtSetDeviceSatMode", b"aclrtMapMem")]
@@ -165,5 +185,13 @@ def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
     assert out["zero_view"] == [0, 0, [0.0, 2.0, 0.0, 4.0, 0.0, 6.0]]
     assert out["zero_null"][0] == 161001 and "selfRef is NULL" in out["zero_null"][1]
     assert out["zero_bad_dtype"][0] == 161002 and "dtype 8" in out["zero_bad_dtype"][1]
+    assert out["muls"] == [0, 0, [3.0, 6.0, 9.0, 12.0, 15.0, 18.0]]
+    assert out["adds"] == [0, 0, [4.0, 5.0, 6.0, 7.0, 8.0, 9.0]]
+    assert out["mul"] == [0, 0, [1.0, 4.0, 12.0, 4.0, 10.0, 24.0]]
+    assert out["add"] == [0, 0, [0.0, 0.0, -1.0, 3.0, 3.0, 2.0]]
+    assert out["mul_null_out"][0] == 161001 and "out is NULL" in out["mul_null_out"][1]
+    assert out["mul_bad_broadcast"][0] == 161002 and "broadcast" in out["mul_bad_broadcast"][1]
+    assert out["muls_out_dtype"][0] == 161002 and "self's dtype" in out["muls_out_dtype"][1]
+    assert out["muls_int_self_float_scalar"][0] == 161002 and "promotion" in out["muls_int_self_float_scalar"][1]
     assert out["counted_faulted"][:3] == [3, 1, 107000] and "injected fault" in out["counted_faulted"][3]
     assert out["counted_faulted"][4:] == [507899, 0]

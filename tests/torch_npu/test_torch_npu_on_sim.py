@@ -115,6 +115,18 @@ for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool
     out["zeros"][str(dt)] = {"calls": calls, "all_zero": all(bool((t.cpu() == 0).all()) for t in made),
                              "dtypes": [str(t.dtype) for t in made], "devices": [str(t.device) for t in made]}
 
+# a tensor times or plus a Python number, and a broadcast tensor: op-plugin's aclnnMuls, aclnnAdds, aclnnMul, aclnnAdd
+ag = torch.Generator().manual_seed(27)
+g, b = torch.randn(2, 3, 4, generator=ag), torch.randn(3, 1, generator=ag)
+gn, bn = g.npu(), b.npu()
+torch.npu.synchronize()
+c = counters(sim, ["aclnnMul", "aclnnMuls", "aclnnAdd", "aclnnAdds", "aclrtMemcpy", "aclrtMemcpyAsync"])
+got = [gn * 3.0 + 1.0, gn * bn, gn + bn, torch.add(gn, bn, alpha=-2)]
+torch.npu.synchronize()
+out["arith_calls"] = delta(sim, c)
+want = [g * 3.0 + 1.0, g * b, g + b, torch.add(g, b, alpha=-2)]
+out["arith_equal"] = [bool(torch.equal(r.cpu(), w)) for r, w in zip(got, want)]
+
 # the package's own torch paths on torch_npu tensors: zero-copy, on torch_npu's current stream
 xn = x.npu()
 gn = torch.randn((2, 3) + size, generator=gen).npu()
@@ -313,6 +325,13 @@ def test_zeros_on_the_device_in_each_dtype(torch_npu_first, dtype: str) -> None:
     assert calls["aclrtMemcpy"] == calls["aclrtMemcpyAsync"] == 0, calls
     assert rec["all_zero"] is True
     assert rec["dtypes"] == [dtype] * 3 and rec["devices"] == ["npu:0"] * 3
+
+
+def test_arithmetic_on_the_device(torch_npu_first) -> None:
+    _, out, _ = torch_npu_first
+    assert out["arith_calls"] == {"aclnnMul": 1, "aclnnMuls": 1, "aclnnAdd": 2, "aclnnAdds": 1, "aclrtMemcpy": 0,
+                                  "aclrtMemcpyAsync": 0}, out["arith_calls"]
+    assert out["arith_equal"] == [True] * 4  # bit for bit torch's CPU result
 
 
 def test_package_torch_paths_are_zero_copy_on_the_current_stream(torch_npu_first) -> None:
