@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -208,6 +209,35 @@ print("RESULT " + json.dumps(out))
 """
 
 
+#: The mark of the documents' torch_npu blocks, which this tier runs unchanged on the simulator
+DOC_MARK = "<!-- not run: needs torch_npu and an NPU (tests/torch_npu runs it on the simulator) -->"
+
+
+def doc_block(doc: str) -> str:
+    """The one python block of *doc* that carries :data:`DOC_MARK`."""
+    text = (REPO / doc).read_text(encoding="utf-8")
+    found = re.findall(re.escape(DOC_MARK) + r"\n```python\n(.*?)```", text, re.S)
+    assert len(found) == 1, f"{doc}: expected one python block after {DOC_MARK!r}, found {len(found)}"
+    return found[0]
+
+
+# The documents' torch_npu blocks, run as written (each in its own namespace), then what their comments say.
+DOCS = r"""
+import json
+import numpy as np
+out = {}
+ns = {}
+exec(compile(README, "README.md", "exec"), ns)
+out["readme"] = {"device": str(ns["gi"].device), "values": ns["gi"].flatten().cpu().tolist()}
+ns = {}
+exec(compile(API, "docs/api.md", "exec"), ns)
+gi, gi_host = ns["gi"], ns["gi_host"]
+out["api"] = {"device": str(gi.device), "host": type(gi_host).__name__,
+              "same": bool(np.array_equal(gi.cpu().numpy(), gi_host))}
+print("RESULT " + json.dumps(out))
+"""
+
+
 def _start(script: str, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     """Start *script* in a child process in the simulator's environment; returns it and its report's path."""
     path = tmp_path / "scenario.py"
@@ -243,8 +273,9 @@ def _finish(proc: subprocess.Popen, report: Path) -> tuple[subprocess.CompletedP
 @pytest.fixture(scope="module")
 def _children(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess.Popen, Path]]:
     """The three scenarios' child processes, started together (each imports torch and torch_npu: seconds)."""
+    docs = f"README = {doc_block('README.md')!r}\nAPI = {doc_block('docs/api.md')!r}\n" + DOCS
     scripts = {"torch_npu_first": TORCH_NPU_FIRST, "torch_npu_imported": TORCH_NPU_IMPORTED,
-               "package_first": PACKAGE_FIRST}
+               "package_first": PACKAGE_FIRST, "docs": docs}
     children = {name: _start(script, tmp_path_factory.mktemp(name)) for name, script in scripts.items()}
     yield children
     for proc, _ in children.values():
@@ -266,6 +297,14 @@ def torch_npu_imported(_children):
 @pytest.fixture(scope="module")
 def package_first(_children):
     return _finish(*_children["package_first"])
+
+
+def test_the_documents_torch_npu_blocks_run_as_written(_children) -> None:
+    _, out, _ = _finish(*_children["docs"])
+    said = re.search(r"# an NPU tensor: \[([0-9., ]+)\]", doc_block("README.md"))
+    assert said, "README's torch_npu block no longer says its result"
+    assert out["readme"] == {"device": "npu:0", "values": [float(v) for v in said.group(1).split(",")]}
+    assert out["api"] == {"device": "npu:0", "host": "ndarray", "same": True}
 
 
 def test_env_makes_torch_npu_see_the_simulator(torch_npu_first) -> None:
