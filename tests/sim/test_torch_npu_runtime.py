@@ -140,6 +140,7 @@ out["add"] = run("aclnnAdd", ta, row, scalar(-1.0), tb) + [floats(b)]
 out["mul_null_out"] = run("aclnnMuls", ta, scalar(3.0), None)
 out["mul_bad_broadcast"] = run("aclnnMul", ta, tbad, tb)
 out["muls_out_dtype"] = run("aclnnMuls", ta, scalar(3.0), tensor([2, 3], 1, b))
+out["mul_other_dtype"] = run("aclnnMul", ta, tensor([3], 1, c), tb)
 out["muls_int_self_float_scalar"] = run("aclnnMuls", tensor([2], 3, d), scalar(0.5), tensor([2], 3, d))
 # counted and fault-injectable like every other simulated function: one modelled, one not supported
 rt.cannsimCallCount.restype = C.c_int64
@@ -192,6 +193,7 @@ def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
     assert out["mul_null_out"][0] == 161001 and "out is NULL" in out["mul_null_out"][1]
     assert out["mul_bad_broadcast"][0] == 161002 and "broadcast" in out["mul_bad_broadcast"][1]
     assert out["muls_out_dtype"][0] == 161002 and "self's dtype" in out["muls_out_dtype"][1]
+    assert out["mul_other_dtype"][0] == 161002 and "other has dtype 1 but self has 0" in out["mul_other_dtype"][1]
     assert out["muls_int_self_float_scalar"][0] == 161002 and "promotion" in out["muls_int_self_float_scalar"][1]
     assert out["counted_faulted"][:3] == [3, 1, 107000] and "injected fault" in out["counted_faulted"][3]
     assert out["counted_faulted"][4:] == [507899, 0]

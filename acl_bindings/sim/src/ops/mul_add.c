@@ -98,10 +98,12 @@ static aclnnStatus bin_phase1(const char *p1, const char *op, int kind, const ac
     if (!ew_dtype_ok(s.dtype))
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: self has dtype %d, which the simulator does not support "
                             "(float32, float16, bfloat16, float64, int8..int64, uint8, bool)", p1, s.dtype);
-    if (o.dtype != s.dtype || (kind && t.dtype != s.dtype))
-        return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: self has dtype %d, out %d%s%.0d: the simulator takes "
-                            "them all in self's dtype", p1, s.dtype, o.dtype, kind ? ", other " : "",
-                            kind ? t.dtype : 0);
+    if (o.dtype != s.dtype)
+        return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: out has dtype %d but self has %d: the simulator takes "
+                            "out in self's dtype (it does not model type promotion)", p1, o.dtype, s.dtype);
+    if (kind && t.dtype != s.dtype)
+        return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: other has dtype %d but self has %d: the simulator takes "
+                            "other in self's dtype (it does not model type promotion)", p1, t.dtype, s.dtype);
     for (int k = 0; k < nscalars; k++) {
         if (!ew_dtype_ok(sdtype[k]))
             return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has dtype %d, which the simulator does not "
