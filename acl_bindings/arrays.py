@@ -123,8 +123,8 @@ class DeviceArray:
 
     def _check_open(self) -> None:
         tensor = self._tensor
-        if self.buffer.closed or (tensor is not None and tensor.closed):  # (half-closed: a close() that failed)
-            raise ClosedError("this device array is closed")
+        if not self.buffer.ptr or (tensor is not None and tensor.closed):  # (0 once released; half-closed: a
+            raise ClosedError("this device array is closed")               # close() that failed)
         if self.session.closed:
             raise ClosedError("this device array's Session is closed")
 
