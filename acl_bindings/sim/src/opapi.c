@@ -77,6 +77,20 @@ int opapi_view_is_contiguous(const aclTensor *t) {
    sum(min(0, stride*(dim-1))) need max + 1 <= product(storageDims) and min >= 0 (cann-abi.md §8.1).  A failure
    there makes phase 1 return ACLNN_ERR_INNER_NULLPTR (an operator's CHECK_RET after Contiguous / ViewCopy, e.g.
    OCV aclnn_upsample_nearest_exact3d_backward.cpp).  Returns 0, or 561103 with a message naming the tensor. */
+int opapi_check_broadcast(const char *func, const char *name, const aclTensor *t, const char *to_name,
+                          const aclTensor *to) {
+    if (t->ndim > to->ndim)
+        return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has %" PRId64 " dims, more than %s's %" PRId64
+                            ": it cannot broadcast to %s", func, name, t->ndim, to_name, to->ndim, to_name);
+    for (int64_t i = 0; i < t->ndim; i++) {
+        int64_t td = t->dims[t->ndim - 1 - i], od = to->dims[to->ndim - 1 - i];
+        if (td != od && td != 1)
+            return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: %s dim %" PRId64 " (size %" PRId64 ") does not "
+                                "broadcast to %s's size %" PRId64, func, name, t->ndim - 1 - i, td, to_name, od);
+    }
+    return 0;
+}
+
 int opapi_check_view_in_storage(const char *func, const char *name, const aclTensor *t) {
     if (opapi_view_is_contiguous(t)) return 0;
     int64_t mx = t->offset, mn = t->offset, storage = 1;

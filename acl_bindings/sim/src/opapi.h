@@ -102,6 +102,11 @@ aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint
 int opapi_check_view_copy_format(const char *func, const char *in_name, const aclTensor *in, const char *out_name,
                                  const aclTensor *out);
 
+/* Whether tensor t (parameter name) broadcasts to to's shape (to_name): at most to's dims, each of t's trailing
+   dims 1 or to's.  Returns 0, or 161002 with a message naming the dim. */
+int opapi_check_broadcast(const char *func, const char *name, const aclTensor *t, const char *to_name,
+                          const aclTensor *to);
+
 /* nnopbase's IsContiguous: 0 or 1 elements, or row-major strides on every dim longer than 1. */
 int opapi_view_is_contiguous(const aclTensor *t);
 

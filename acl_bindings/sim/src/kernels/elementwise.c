@@ -60,6 +60,18 @@ int64_t ew_numel(const ew_view *v) {
     return n;
 }
 
+void ew_view_as(ew_view *v, const aclTensor *t, const aclTensor *to) {
+    v->ndim = to->ndim;
+    v->dtype = t->dtype;
+    int64_t lead = to->ndim - t->ndim;
+    for (int64_t i = 0; i < to->ndim; i++) {
+        int64_t j = i - lead;
+        v->size[i] = to->dims[i];
+        v->stride[i] = (j < 0 || t->dims[j] == 1) ? 0 : t->strides[j];
+    }
+    v->data = (char *)t->data + t->offset * cannsim_dtype_size(t->dtype);
+}
+
 int64_t ew_offset(const ew_view *v, int64_t i) {
     int64_t off = 0;
     for (int64_t d = v->ndim - 1; d >= 0; d--) {

@@ -1,8 +1,8 @@
 /*
- * elementwise.h - what the simulated copy, fill and reduce-sum operators share (ops/inplace_copy.c,
- * ops/inplace_fill_scalar.c, ops/reduce_sum.c): an element of a supported dtype read as a double and written
+ * elementwise.h - what the simulated copy, fill, mul/add and reduce-sum operators share (ops/inplace_copy.c,
+ * ops/inplace_fill_scalar.c, ops/mul_add.c, ops/reduce_sum.c): an element of a supported dtype read as a double and written
  * back with the dtype's rounding (float32, float16 and bfloat16 round to nearest, ties to even, through
- * float32; integers truncate toward zero as a C cast; bool is value != 0), and a walk over a strided view.
+ * float32; integers truncate toward zero as a C cast; bool is value != 0), and a walk over a strided view (broadcast too).
  */
 #ifndef CANNSIM_ELEMENTWISE_H
 #define CANNSIM_ELEMENTWISE_H
@@ -22,6 +22,11 @@ typedef struct {
     int dtype;
     char *data;
 } ew_view;
+
+/* The view of tensor t seen with tensor to's ndim and sizes (stride 0 on a dim t broadcasts over; to itself: its
+   own view); t must broadcast to to (opapi_check_broadcast). */
+struct aclTensor;
+void ew_view_as(ew_view *v, const struct aclTensor *t, const struct aclTensor *to);
 
 /* Number of elements, and the byte offset of element number i (row-major order) of the view. */
 int64_t ew_numel(const ew_view *v);

@@ -8,7 +8,6 @@
 #include "kernels/elementwise.h"
 #include "opapi.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,15 +55,7 @@ CANNSIM_API aclnnStatus aclnnInplaceCopyGetWorkspaceSize(aclTensor *selfRef, con
                                 "support (float32, float16, bfloat16, float64, int8..int64, uint8, bool)", P1,
                                 k ? "src" : "selfRef", t->dtype);
     }
-    if (s.ndim > self.ndim)
-        return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: src has %" PRId64 " dims, more than selfRef's %" PRId64
-                            ": it cannot broadcast to selfRef", P1, s.ndim, self.ndim);
-    for (int64_t i = 0; i < s.ndim; i++) {
-        int64_t sd = s.dims[s.ndim - 1 - i], dd = self.dims[self.ndim - 1 - i];
-        if (sd != dd && sd != 1)
-            return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: src dim %" PRId64 " (size %" PRId64 ") does not "
-                                "broadcast to selfRef's size %" PRId64, P1, s.ndim - 1 - i, sd, dd);
-    }
+    if ((rc = opapi_check_broadcast(P1, "src", &s, "selfRef", &self))) return rc;
     int64_t numel = 1;
     for (int64_t i = 0; i < self.ndim; i++) numel *= self.dims[i];
     if (numel == 0) return opapi_phase1_done(P1, OP, &io, &key, 0, 1, NULL, 0, workspaceSize, executor);
@@ -79,18 +70,8 @@ static void *make_args(const aclOpExecutor *snap, void *workspace, uint64_t work
     const aclTensor *d = &snap->out[0], *s = &snap->in[0];
     copy_args *a = calloc(1, sizeof *a);
     if (!a) return NULL;
-    a->dst.ndim = a->src.ndim = d->ndim;
-    a->dst.dtype = d->dtype;
-    a->src.dtype = s->dtype;
-    int64_t lead = d->ndim - s->ndim;
-    for (int64_t i = 0; i < d->ndim; i++) {
-        a->dst.size[i] = a->src.size[i] = d->dims[i];
-        a->dst.stride[i] = d->strides[i];
-        int64_t j = i - lead;
-        a->src.stride[i] = (j < 0 || s->dims[j] == 1) ? 0 : s->strides[j];
-    }
-    a->dst.data = (char *)d->data + d->offset * cannsim_dtype_size(d->dtype);
-    a->src.data = (char *)s->data + s->offset * cannsim_dtype_size(s->dtype);
+    ew_view_as(&a->dst, d, d);
+    ew_view_as(&a->src, s, d);
     return a;
 }
 

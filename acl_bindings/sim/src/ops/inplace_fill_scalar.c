@@ -95,11 +95,7 @@ static void *make_args(const aclOpExecutor *snap, void *workspace, uint64_t work
     op_data od;
     memcpy(&od, snap->opdata, sizeof od);
     a->value = od.value;
-    a->self.ndim = t->ndim;
-    a->self.dtype = t->dtype;
-    memcpy(a->self.size, t->dims, sizeof(int64_t) * (size_t)t->ndim);
-    memcpy(a->self.stride, t->strides, sizeof(int64_t) * (size_t)t->ndim);
-    a->self.data = (char *)t->data + t->offset * cannsim_dtype_size(t->dtype);
+    ew_view_as(&a->self, t, t);
     return a;
 }
 

@@ -23,9 +23,9 @@
 CANNSIM_REGISTER_OP("aclnnMulGetWorkspaceSize", "aclnnMul", "aclnnMulsGetWorkspaceSize", "aclnnMuls",
                     "aclnnAddGetWorkspaceSize", "aclnnAdd", "aclnnAddsGetWorkspaceSize", "aclnnAdds")
 
-/* out = self * mul + add (a scalar other), or self * (other * mul) + 0 (Mul), or self + other * mul (Add) */
+/* kind 0 (Muls, Adds): out = self * mul + add; 1 (Mul): out = self * other; 2 (Add): out = self + mul * other */
 typedef struct {
-    int kind; /* 0: a scalar other; 1: Mul; 2: Add */
+    int kind;
     double mul, add;
 } op_data;
 
@@ -36,21 +36,6 @@ typedef struct {
 
 static int is_floating(int dtype) {
     return dtype == ACL_FLOAT || dtype == ACL_FLOAT16 || dtype == ACL_BF16 || dtype == ACL_DOUBLE;
-}
-
-/* 0, or 161002 unless t broadcasts to out's shape. */
-static int check_broadcast(const char *func, const char *name, const aclTensor *t, const aclTensor *out) {
-    if (t->ndim > out->ndim)
-        return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: %s has %" PRId64 " dims, more than out's %" PRId64, func,
-                            name, t->ndim, out->ndim);
-    for (int64_t i = 0; i < t->ndim; i++) {
-        int64_t td = t->dims[t->ndim - 1 - i], od = out->dims[out->ndim - 1 - i];
-        if (td != od && td != 1)
-            return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: %s dim %" PRId64 " (size %" PRId64 ") does not "
-                                "broadcast to out's size %" PRId64 " (out must have the broadcast shape)", func, name,
-                                t->ndim - 1 - i, td, od);
-    }
-    return 0;
 }
 
 /* Phase 1 of all four: other is a tensor (other_t) or the first of the scalars; alpha, for Add and Adds, the last. */
@@ -115,7 +100,9 @@ static aclnnStatus bin_phase1(const char *p1, const char *op, int kind, const ac
     if (s.ndim > 8 || o.ndim > 8 || (kind && t.ndim > 8))
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: a tensor has more than 8 dims", p1);
     if (kind) {
-        if ((rc = check_broadcast(p1, "self", &s, &o)) || (rc = check_broadcast(p1, "other", &t, &o))) return rc;
+        if ((rc = opapi_check_broadcast(p1, "self", &s, "out", &o)) ||
+            (rc = opapi_check_broadcast(p1, "other", &t, "out", &o)))
+            return rc;
         /* out must be the broadcast shape itself: some dim of self or other has out's size, or out's is 1 */
         for (int64_t i = 0; i < o.ndim; i++) {
             int64_t si = i - (o.ndim - s.ndim), ti = i - (o.ndim - t.ndim);
@@ -129,11 +116,9 @@ static aclnnStatus bin_phase1(const char *p1, const char *op, int kind, const ac
         for (int64_t i = 0; same && i < s.ndim; i++) same = s.dims[i] == o.dims[i];
         if (!same) return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: out's shape is not self's", p1);
     }
-    double alpha = nscalars && kind != 1 ? ew_load(sdtype[nscalars - 1], sbytes[nscalars - 1]) : 1.0;
-    op_data od = {kind, 1.0, 0.0};
-    if (!kind && nscalars == 1) od.mul = ew_load(sdtype[0], sbytes[0]);          /* Muls */
-    if (!kind && nscalars == 2) od.add = alpha * ew_load(sdtype[0], sbytes[0]);  /* Adds */
-    if (kind == 2) od.mul = alpha;                                               /* Add */
+    double first = nscalars ? ew_load(sdtype[0], sbytes[0]) : 1.0;
+    op_data od = {kind, first, 0.0}; /* Muls: mul = other; Add: mul = alpha; Mul: unused */
+    if (nscalars == 2) od = (op_data){kind, 1.0, ew_load(sdtype[1], sbytes[1]) * first}; /* Adds: add = alpha * other */
     int64_t numel = 1;
     for (int64_t i = 0; i < o.ndim; i++) numel *= o.dims[i];
     if (numel == 0) return opapi_phase1_done(p1, op, &io, &key, 0, 1, &od, sizeof od, workspaceSize, executor);
@@ -146,28 +131,15 @@ static aclnnStatus bin_phase1(const char *p1, const char *op, int kind, const ac
     return opapi_phase1_done(p1, op, &io, &key, 0, 0, &od, sizeof od, workspaceSize, executor);
 }
 
-/* v: t seen with out's ndim and sizes (stride 0 on a broadcast dim). */
-static void view_as(ew_view *v, const aclTensor *t, const aclTensor *out) {
-    v->ndim = out->ndim;
-    v->dtype = t->dtype;
-    int64_t lead = out->ndim - t->ndim;
-    for (int64_t i = 0; i < out->ndim; i++) {
-        int64_t j = i - lead;
-        v->size[i] = out->dims[i];
-        v->stride[i] = (j < 0 || t->dims[j] != out->dims[i]) ? 0 : t->strides[j];
-    }
-    v->data = (char *)t->data + t->offset * cannsim_dtype_size(t->dtype);
-}
-
 static void *make_args(const aclOpExecutor *snap, void *workspace, uint64_t workspaceSize) {
     (void)workspace, (void)workspaceSize;
     bin_args *a = calloc(1, sizeof *a);
     if (!a) return NULL;
     memcpy(&a->k, snap->opdata, sizeof a->k);
     const aclTensor *out = &snap->out[0];
-    view_as(&a->self, &snap->in[0], out);
-    if (a->k.kind) view_as(&a->other, &snap->in[1], out);
-    view_as(&a->out, out, out);
+    ew_view_as(&a->self, &snap->in[0], out);
+    if (a->k.kind) ew_view_as(&a->other, &snap->in[1], out);
+    ew_view_as(&a->out, out, out);
     return a;
 }
 
