@@ -123,8 +123,9 @@ class DeviceArray:
 
     def _check_open(self) -> None:
         tensor = self._tensor
-        if not self.buffer.ptr or (tensor is not None and tensor.closed):  # (0 once released; half-closed: a
-            raise ClosedError("this device array is closed")               # close() that failed)
+        # (a released buffer's ptr is 0; a closed tensor with an open buffer: a close() that failed halfway)
+        if not self.buffer.ptr or (tensor is not None and tensor.closed):
+            raise ClosedError("this device array is closed")
         if self.session.closed:
             raise ClosedError("this device array's Session is closed")
 
