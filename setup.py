@@ -3,8 +3,9 @@
 PEP 621 metadata lives in pyproject.toml.  This file adds a ``build_py`` step that
 runs ``acl_bindings/sim/build.py``.  Without a C compiler the install still
 succeeds: the build writes ``acl_bindings/sim/BUILD_ERROR.txt``, the install says so
-in one line (a warning, which pip shows), and the simulator reports itself unavailable
-with that reason.
+in one line (a warning, which pip 26 shows and older pips keep to ``-v``), the first
+import of the package warns the same where no CANN is found, and the simulator reports
+itself unavailable with that reason.
 
 A wheel that carries the simulator's ``.so`` files is tagged for this platform
 (``py3-none-<platform>``: the libraries are loaded with ctypes, so any Python 3
@@ -37,7 +38,8 @@ class BuildPyWithSimulator(build_py):
 
     def run(self):
         if not _build_simulator():
-            # a UserWarning raised in a build hook is shown by pip (>= 23.1): one line, no source line to quote
+            # one line, no source line to quote; pip 26 shows a build hook's warning, older pips (those that
+            # `python3 -m venv` brings: 23.0.1 to 25.x) do not: the first import of the package says it too
             warnings.warn_explicit(_BUILT["message"], UserWarning, "upsample3d-grad install", 0)
         # The libraries are package data (acl_bindings/sim/lib64/*), copied by build_py itself.
         super().run()
@@ -55,11 +57,7 @@ def _build_simulator():
         if _BUILT["ok"]:
             print(f"built the CANN simulator in {source_root}/lib64")
         else:
-            text = str(result.get("error") or "")
-            what = next((line[len("What failed: "):] for line in text.splitlines() if line.startswith("What failed: ")),
-                        "see acl_bindings/sim/BUILD_ERROR.txt")
-            _BUILT["message"] = (f"the CPU simulator was not built ({what}): install a C compiler (gcc or clang) and "
-                                 "reinstall to use it; real CANN works without it")
+            _BUILT["message"] = _sim_build_module().not_built_notice(str(result.get("error") or ""))
             print(f"WARNING: {_BUILT['message']}")
     return _BUILT["ok"]
 

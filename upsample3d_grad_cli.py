@@ -10,6 +10,7 @@ command with one line, that report and exit 130, not a traceback.  Everything el
 from __future__ import annotations
 
 import signal
+import warnings
 
 # (raised inside an extension module's initialisation, a KeyboardInterrupt turns into a SystemError traceback)
 if signal.getsignal(signal.SIGINT) is signal.default_int_handler and hasattr(signal, "pthread_sigmask"):
@@ -18,6 +19,8 @@ if signal.getsignal(signal.SIGINT) is signal.default_int_handler and hasattr(sig
 
 def main() -> int:
     """Import the command line and run it; a Ctrl-C at any moment gives one line and 130."""
+    # a simulator not built at install: each command that needs it says so, with the fix, in its error lines
+    warnings.filterwarnings("ignore", message="the CPU simulator was not built", category=UserWarning)
     from upsample3d_grad.tools.cli import main as cli_main
 
     try:

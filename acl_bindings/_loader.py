@@ -16,7 +16,13 @@ from pathlib import Path
 
 from . import _config, _dlerror
 from ._search import NNOPBASE_NAME, RUNTIME_NAMES, _locate, _orphans, op_candidates, search_folders
-from .errors import BackendFallbackWarning, LibraryNotFoundError, SimulatorUnavailableError, TwoRuntimesError
+from .errors import (
+    BackendFallbackWarning,
+    LibraryNotFoundError,
+    SimulatorNotBuiltWarning,
+    SimulatorUnavailableError,
+    TwoRuntimesError,
+)
 
 __all__ = ["LibraryInfo", "Backend", "load", "loaded", "SIM_ROOT"]
 
@@ -35,8 +41,7 @@ FIX_HINT = (
     "set_env.sh` (CANN 8.x). It sets LD_LIBRARY_PATH, which the dynamic linker reads only when a process starts and "
     "through which CANN's libraries find the ones they need (the driver's, libc_sec.so, each other): setting "
     "ASCEND_HOME_PATH or ACL_BINDINGS_LIB_DIR (a folder holding libascendcl.so and libnnopbase.so), or os.environ "
-    "inside Python, finds the libraries but not those dependencies. "
-    "To use the CPU simulator instead, set ACL_BINDINGS_BACKEND=sim (or auto)."
+    "inside Python, finds the libraries but not those dependencies."
 )
 
 
@@ -247,9 +252,34 @@ def simulator_status() -> tuple[bool, str]:
     if (lib64 / RUNTIME_NAMES[0]).is_file() and (lib64 / NNOPBASE_NAME).is_file():
         return True, f"simulator built in {lib64}"
     reason = err.read_text(errors="replace").strip() if err.is_file() else f"no libraries in {lib64}"
-    return False, ("the CPU simulator is unavailable: " + reason +
-                   "\nInstall a C compiler (gcc or clang) and reinstall the package, or run "
-                   "`python -m acl_bindings.sim.build`.")
+    if "What to do:" not in reason:  # (the build's own report says what to do; anything else gets it here)
+        reason += ("\nWhat to do: install a C compiler (gcc or clang) and reinstall the package, or run "
+                   "`python -m acl_bindings.sim.build --force`.")
+    return False, "the CPU simulator is unavailable: " + reason
+
+
+def simulator_not_built() -> str | None:
+    """The one-line notice (``sim/build.py``'s) where the simulator's build failed at install, else None."""
+    err = SIM_ROOT / "BUILD_ERROR.txt"
+    if (SIM_ROOT / "lib64" / RUNTIME_NAMES[0]).is_file() or not err.is_file():
+        return None
+    from .sim.build import not_built_notice
+
+    return not_built_notice(err.read_text(errors="replace"))
+
+
+def warn_if_simulator_not_built() -> None:
+    """At the first import: :class:`SimulatorNotBuiltWarning` where the simulator was not built and no CANN runtime
+    is in a folder the search looks at (a few stat calls; nothing is loaded).  Older pips do not show the install's
+    warning, so this is where a user without a compiler first hears of it."""
+    notice = simulator_not_built()
+    if notice is None:
+        return
+    with contextlib.suppress(ValueError):  # (a bad ACL_BINDINGS_BACKEND is reported by the first call)
+        requested = _config.backend()
+        if requested == "cann" or (requested == "auto" and _locate(RUNTIME_NAMES, search_folders(), None)):
+            return
+        warnings.warn_explicit(notice, SimulatorNotBuiltWarning, "acl_bindings", 0)
 
 
 def _tried_text(tried: list[tuple[str, str]]) -> str:
@@ -280,7 +310,8 @@ def _choose() -> Backend:
             else:
                 why = "no CANN runtime library was found"
             raise LibraryNotFoundError(
-                f"ACL_BINDINGS_BACKEND=cann, but {why}.\nTried:\n{_tried_text(tried)}\n{FIX_HINT}", tried)
+                f"ACL_BINDINGS_BACKEND=cann, but {why}.\nTried:\n{_tried_text(tried)}\n{FIX_HINT} To use the CPU "
+                "simulator instead, set ACL_BINDINGS_BACKEND=sim (or auto).", tried)
     ok, why = simulator_status()
     if not ok:
         head = f"{_failure_text(broken)}, and" if broken else "No CANN install was found and"

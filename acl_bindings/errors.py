@@ -124,5 +124,10 @@ class LoaderWarning(UserWarning):
     """A library or configuration entry was found but is not used (the message says which and why)."""
 
 
+class SimulatorNotBuiltWarning(LoaderWarning):
+    """The embedded simulator was not built at install (no C compiler) and no CANN install is found: given once,
+    when the package is first imported, in the words of the install's warning."""
+
+
 class BackendFallbackWarning(LoaderWarning):
     """A CANN install is present but does not load, so ``ACL_BINDINGS_BACKEND=auto`` uses the simulator."""

@@ -14,7 +14,7 @@ from acl_bindings.values import int_tuple
 
 from .op import PHASE1, layout_format
 
-__all__ = ["TensorSpec", "spec_of", "int_sequence", "scale_triple", "normalize_scales", "SUPPORTED",
+__all__ = ["TensorSpec", "param_label", "spec_of", "int_sequence", "scale_triple", "normalize_scales", "SUPPORTED",
            "SUPPORTED_NAMES"]
 
 SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
@@ -36,7 +36,7 @@ class TensorSpec:
     format: int = int(Format.NCDHW)
 
 
-def _name(param: str) -> str:
+def param_label(param: str) -> str:
     """*param* as messages name it: the C name, and the Python one where it differs."""
     py = _PY_NAMES.get(param)
     return f"{param} ({py})" if py and py != param else param
@@ -44,7 +44,7 @@ def _name(param: str) -> str:
 
 def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
           kind: type[AclnnParamError] = AclnnParamError) -> AclnnParamError:
-    return kind(code, func, f"{_name(param)}: {rule}")
+    return kind(code, func, f"{param_label(param)}: {rule}")
 
 
 def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional[TensorSpec]:
@@ -65,7 +65,7 @@ def spec_of(array: Any, layout: str, param: str, func: str = PHASE1) -> Optional
 def int_sequence(values: Any, param: str, func: str = PHASE1) -> list[int]:
     """*values* as a list of int64 values (:func:`acl_bindings.values.int_tuple`, naming *param* as the messages
     do); a wrong Python type raises :class:`acl_bindings.AclTypeError`."""
-    return list(int_tuple(values, _name(param), func))
+    return list(int_tuple(values, param_label(param), func))
 
 
 def scale_triple(scales: Any) -> tuple[Any, Any, Any]:

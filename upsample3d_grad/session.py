@@ -18,6 +18,7 @@ from acl_bindings.values import int32_arg, int_tuple
 from . import checks
 from . import forward as _forward
 from ._torch_host import host_view, is_tensor
+from .arguments import param_label
 from .arrays import EMPTY, UPLOAD, ArrayLike, DeviceArray, check_out_memory, empty_dtype
 from .fastpath import PreparedCall
 from .op import OP
@@ -57,15 +58,16 @@ class Session(_generic.Session):
         self._check_open()
         array = host_view(array, param)  # a CPU torch tensor: its numpy view (TypeError for another device)
         spec = checks.spec_of(array, layout, param, func)  # 161002: not a numpy array, dtype, layout
+        label = param_label(param)  # (gradOut (grad_output), as every message names it)
         if spec is None:
-            raise checks.AclnnParamError(161001, func, f"{param}: expected a numpy array but got None")
+            raise checks.AclnnParamError(161001, func, f"{label}: expected a numpy array but got None")
         if spec.dtype not in checks.SUPPORTED:
-            raise checks.AclnnParamError(161002, func, f"{param}: dtype must be {checks.SUPPORTED_NAMES}, got "
+            raise checks.AclnnParamError(161002, func, f"{label}: dtype must be {checks.SUPPORTED_NAMES}, got "
                                                          f"{array.dtype}")
         if array.ndim != 5:
-            raise checks.AclnnParamError(161002, func, f"{param}: expected a 5-D array ({layout}), got "
+            raise checks.AclnnParamError(161002, func, f"{label}: expected a 5-D array ({layout}), got "
                                                          f"{array.ndim} dims {list(array.shape)}")
-        return cast(DeviceArray, self._upload_host(array, layout, param, func))
+        return cast(DeviceArray, self._upload_host(array, layout, label, func))
 
     def empty(self, shape: Sequence[int], dtype: Any = np.float32, layout: str = "NCDHW") -> DeviceArray:
         """A contiguous, uninitialised device array; 161002 naming ``Session.empty`` for a bad shape, dtype, layout."""

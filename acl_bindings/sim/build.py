@@ -27,7 +27,7 @@ LDFLAGS = ["-Wl,--no-undefined", "-Wl,-rpath,$ORIGIN"]
 SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 SANITIZE_DIR = "lib64-sanitize"
 
-__all__ = ["build", "find_compiler", "library_names", "main"]
+__all__ = ["build", "find_compiler", "library_names", "main", "not_built_notice"]
 
 
 def library_names(runtime_name: str = "ascendcl", op_lib_name: str = "opapi_cv") -> dict[str, str]:
@@ -267,6 +267,15 @@ def build(root: Path | str | None = None, *, runtime_name: str = "ascendcl", op_
         if check:
             raise RuntimeError(text) from None
         return result
+
+
+def not_built_notice(error_text: str) -> str:
+    """The one line that says the simulator was not built, from the build's report *error_text* (BUILD_ERROR.txt):
+    the install's warning, the first import's and ``doctor``'s."""
+    what = next((line[len("What failed: "):] for line in error_text.splitlines() if line.startswith("What failed: ")),
+                "see acl_bindings/sim/BUILD_ERROR.txt")
+    return (f"the CPU simulator was not built ({what}): install a C compiler (gcc or clang) and reinstall to use it; "
+            "real CANN works without it")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -267,9 +267,15 @@ def test_verbose_logs_the_c_calls_with_values(tmp_path: Path, args: list[str]) -
     assert_no_leaks(tmp_path)
 
 
-def test_compare_takes_verbose(tmp_path: Path, report_a: Path) -> None:
+@pytest.mark.parametrize("option", [["-v"], ["--backend", "sim"]])
+def test_compare_offers_no_library_options(tmp_path: Path, report_a: Path, option: list[str]) -> None:
+    # compare reads report files and loads no library: -v and --backend would do nothing, so it refuses them
     a = report_a
-    proc = run([*CLI, "compare", "-v", str(a), str(a)], tmp_path)
+    proc = run([*CLI, "compare", *option, str(a), str(a)], tmp_path)
+    assert proc.returncode == 2 and f"unrecognized arguments: {option[0]}" in proc.stderr, proc.stderr
+    helped = run([*CLI, "compare", "--help"], tmp_path)
+    assert helped.returncode == 0 and "--verbose" not in helped.stdout and "--backend" not in helped.stdout
+    proc = run([*CLI, "compare", str(a), str(a)], tmp_path)
     assert proc.returncode == 0 and "no status mismatch" in proc.stdout
 
 

@@ -54,16 +54,17 @@ def test_a_wrong_value_is_still_not_a_type_error() -> None:
 
 
 @pytest.mark.parametrize("call, param", [
-    (lambda s: s.upload(X.tolist()), "gradOut"),
-    (lambda s: s.upload(X.astype(np.float64)), "gradOut"),
-    (lambda s: s.upload(X[0]), "gradOut"),
-    (lambda s: s.upload(X[:, :, ::-1]), "gradOut"),
+    (lambda s: s.upload(X.tolist()), "gradOut (grad_output): "),
+    (lambda s: s.upload(X.astype(np.float64)), "gradOut (grad_output): "),
+    (lambda s: s.upload(X[0]), "gradOut (grad_output): "),
+    (lambda s: s.upload(X[:, :, ::-1]), "gradOut (grad_output): negative strides"),
     (lambda s: s.upload(X, "NCHW"), "layout"),
 ], ids=["list", "float64", "4-D", "negative strides", "layout"])
 def test_upload_errors_name_upload(session: Session, call: Callable[[Session], Any], param: str) -> None:
+    # each message names the parameter as every other error does: the C name, then the Python one
     with pytest.raises(AclnnParamError) as info:
         call(session)
-    assert info.value.func == "Session.upload" and param in info.value.detail, info.value
+    assert info.value.func == "Session.upload" and info.value.detail.startswith(param), info.value
     assert str(info.value).startswith("Session.upload failed: ACLNN_ERR_PARAM_INVALID (161002)")
 
 
@@ -80,6 +81,13 @@ def test_empty_errors_name_empty(session: Session, call: Callable[[Session], Any
         call(session)
     assert info.value.func == "Session.empty" and info.value.code == 161002, info.value
     assert isinstance(info.value, TypeError) == type_error
+
+
+def test_backward_negative_strides_name_the_parameter_as_every_error_does(session: Session) -> None:
+    with pytest.raises(AclnnParamError) as info:
+        session.backward(X[:, :, ::-1], *SIZES)
+    assert info.value.func == checks.PHASE1, info.value
+    assert info.value.detail.startswith("gradOut (grad_output): negative strides"), info.value
 
 
 def test_backward_errors_still_name_phase_1(session: Session) -> None:

@@ -158,9 +158,22 @@ def test_the_readme_test_command_is_the_one_ci_runs() -> None:
         assert ci_cmd[0] in readme, f"README.md does not show .ci/run's command {ci_cmd[0]!r}"
 
 
+def test_ci_installs_with_the_readme_install_block_as_written() -> None:
+    """.ci/run's first commands are the README's install block, line for line, and nothing before them touches
+    the venv's pip: what CI passes with is what a user gets from that block."""
+    install = next(b for b in parse_blocks("README.md", _read("README.md"))
+                   if b.lang == "bash" and "python3 -m venv" in b.text)
+    want = [ln.split("#")[0].strip() for ln in install.text.splitlines() if ln.split("#")[0].strip()]
+    ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    cmds = [ln for ln in ci if ln and not ln.startswith("#") and not ln.startswith(("set ", "cd "))]
+    assert cmds[:len(want)] == want, f".ci/run starts {cmds[:len(want)]}, the README's install block is {want}"
+    assert not [ln for ln in cmds if re.search(r"pip install .*(-U|--upgrade)\b.*\bpip\b", ln)], \
+        ".ci/run upgrades pip, which the README's install block does not"
+
+
 def _slug(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]|<[^>]+>", "", heading.strip().lower())
+    text = re.sub(r"[`*]|<[^>]+>|(?<!\w)_+|_+(?!\w)", "", heading.strip().lower())  # `torch_npu` keeps its _
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 

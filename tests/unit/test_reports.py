@@ -177,6 +177,21 @@ def test_compare_a_case_missing_from_one_report_is_not_a_mismatch() -> None:
     assert "absent" in compare.render_text(doc)
 
 
+def test_compare_says_why_each_case_is_not_comparable() -> None:
+    cases = [("c1", "pass", "sha256:1"), ("c2", "pass", "sha256:2"), ("c3", "pass", None), ("c4", "pass", None),
+             ("c5", "pass", None)]
+    a, b = _report("n1", cases), _report("n2", cases[:1] + [("c2", "error", None)] + cases[2:])
+    for r in (a, b):
+        r["cases"][2]["kind"] = "bad_input"
+        r["cases"][3]["kind"] = r["cases"][4]["kind"] = "adjoint"
+    b["cases"].pop()  # c5 is absent from b
+    doc = compare.compare_reports([a, b], ["a", "b"])
+    assert doc["summary"]["bitwise_not_comparable"] == 4
+    assert doc["summary"]["not_comparable_why"] == {"bad-input": 1, "adjoint": 1, "absent": 1, "errors or skips": 1}
+    assert ("5 cases; results bitwise identical in 1, different in 0, not comparable in 4 (no result to compare "
+            "bitwise: 1 bad-input, 1 adjoint, 1 absent, 1 errors or skips)") in compare.render_text(doc)
+
+
 def test_compare_labels_reports_of_one_host_by_file() -> None:
     a = _report("same", [("c1", "pass", None)])
     doc = compare.compare_reports([a, copy.deepcopy(a)], ["x/run1.json", "y/run2.json"])

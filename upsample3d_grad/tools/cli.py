@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the figures as JSON (- for stdout; {host}, {rank}, {time} are replaced)")
     p.set_defaults(func=_bench, parser=p)
 
-    p = sub.add_parser("compare", parents=[common],
+    p = sub.add_parser("compare",  # (reads report files: no library, so no -v or --backend)
                        help="compare smoke reports of several machines or CANN versions; a fleet (more than "
                             f"{compare.TABLE_MAX_REPORTS} reports) is summarised by group")
     p.add_argument("reports", nargs="+", metavar="REPORT",
@@ -267,9 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = _json_target(args)
         _RUN.report = _first_report(args) if path else None
         _hold_sigint(False)  # (a Ctrl-C held until now is raised here)
-        if args.backend:
+        if getattr(args, "backend", None):
             os.environ["ACL_BINDINGS_BACKEND"] = args.backend  # read when the backend loads (children inherit it)
-        if args.verbose:
+        if getattr(args, "verbose", False):
             _verbose()
         if path == _jsonout.STDOUT:
             sys.stdout = sys.stderr  # the report owns standard output; the human-readable lines go to stderr

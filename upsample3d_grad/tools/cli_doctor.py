@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from acl_bindings import AclError
+from acl_bindings import AclError, simulator_not_built
 
 from ..session import Session
 from . import hostinfo, smoke
@@ -73,6 +73,8 @@ def _doctor(args: argparse.Namespace) -> int:
     print(backend.describe())
     if env.get("simulator_version"):
         print(f"simulator:      {env['simulator_version']}")
+    elif simulator_not_built():  # (real CANN in use: a note, not a problem)
+        print(f"simulator:      {simulator_not_built()}")
     print(f"CANN version:   {env['cann_version'] or 'unknown (this CANN exports no version query)'}")
     if env.get("acl_version"):
         print(f"ACL API:        {env['acl_version']}")

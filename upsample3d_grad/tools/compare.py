@@ -85,6 +85,7 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
     keys = dict.fromkeys(key for table in by_report for key in table)  # every (name, slot), first seen first
     ran_any = sum(1 for t in by_report if t)
     cases: list[dict[str, Any]] = []
+    why_not: list[str] = []  # (one reason per case with no bitwise comparison)
     for name, slot in keys:
         entries = [t.get((name, slot)) for t in by_report]
         results = [None if e is None else {k: e.get(k) for k in _RESULT_KEYS} for e in entries]
@@ -98,6 +99,8 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
             "bitwise": _bitwise([e.get("digest") for e in ran]) if len(ran) == ran_any else "n/a",
             "absent": sum(1 for t, e in zip(by_report, entries) if e is None and t),
         })
+        if cases[-1]["bitwise"] == "n/a":
+            why_not.append(_why_not_comparable(cases[-1], {e["kind"] for e in entries if e is not None}))
     mismatches = [c["name"] for c in cases if c["status_mismatch"]]
     bitwise = [c["bitwise"] for c in cases]
     problems = [report_problem(r) for r in reports]
@@ -116,9 +119,24 @@ def compare_reports(reports: Sequence[dict[str, Any]], paths: Sequence[str]) -> 
         "summary": {"cases": len(cases), "reports": len(reports), "not_ok": sum(1 for p in problems if p),
                     "status_mismatches": mismatches,
                     "bitwise_identical": bitwise.count("identical"), "bitwise_different": bitwise.count("different"),
-                    "bitwise_not_comparable": bitwise.count("n/a")},
+                    "bitwise_not_comparable": bitwise.count("n/a"),
+                    "not_comparable_why": {why: why_not.count(why) for why in _WHY_NOT if why in why_not}},
         "ok": not mismatches and not any(problems),
     }
+
+
+_WHY_NOT = ("bad-input", "adjoint", "absent", "errors or skips")  # (the summary line's order)
+
+
+def _why_not_comparable(case: dict[str, Any], kinds: set[str]) -> str:
+    """Why *case* (of *kinds* in the reports that have it) has no result to compare bitwise."""
+    if case["absent"]:
+        return "absent"
+    if kinds == {"bad_input"}:
+        return "bad-input"  # (a refused call: its code is compared, not a result)
+    if kinds == {"adjoint"}:
+        return "adjoint"  # (a check of two results against each other, pass or fail)
+    return "errors or skips"
 
 
 def _groups(labels: list[str], env_diff: dict[str, list[Any]], problems: list[str]) -> list[dict[str, Any]]:
@@ -175,9 +193,10 @@ def _rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def _summary_lines(doc: dict[str, Any]) -> list[str]:
     s = doc["summary"]
+    why = ", ".join(f"{n} {what}" for what, n in s["not_comparable_why"].items())
     lines = [f"{s['cases']} cases; results bitwise identical in {s['bitwise_identical']}, different in "
-             f"{s['bitwise_different']}, not comparable in {s['bitwise_not_comparable']} (no result in every report: "
-             "bad-input cases, errors, absent cases)"]
+             f"{s['bitwise_different']}, not comparable in {s['bitwise_not_comparable']}"
+             + (f" (no result to compare bitwise: {why})" if why else "")]
     if s["status_mismatches"]:
         shown = _names(s["status_mismatches"], SHOW_CASES, 60)
         lines.append(f"status mismatch (passes in one report, fails in another): {shown}")
