@@ -235,18 +235,24 @@ def _load_from(folders: list[tuple[str, str]], tried: list[tuple[str, str]], req
     return None
 
 
+def _sim_build():
+    """``sim/build.py``, loaded from its file (not as ``acl_bindings.sim.build``: that package imports this one,
+    and setup.py loads the same file the same way)."""
+    spec = importlib.util.spec_from_file_location("_acl_bindings_sim_build", SIM_ROOT / "build.py")
+    assert spec is not None and spec.loader is not None  # (a .py file has a source loader)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def simulator_status() -> tuple[bool, str]:
     """``(available, explanation)`` for the embedded simulator, building it if it was never built."""
     lib64 = SIM_ROOT / "lib64"
     err = SIM_ROOT / "BUILD_ERROR.txt"
     if not (lib64 / RUNTIME_NAMES[0]).is_file() and not err.is_file() and (SIM_ROOT / "build.py").is_file():
         _log.info("the simulator is not built yet: building it in %s", lib64)
-        spec = importlib.util.spec_from_file_location("_acl_bindings_sim_build", SIM_ROOT / "build.py")
-        assert spec is not None and spec.loader is not None  # (a .py file has a source loader)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
         try:
-            module.build(SIM_ROOT, check=False)
+            _sim_build().build(SIM_ROOT, check=False)
         except Exception as exc:  # the build writes BUILD_ERROR.txt itself; anything else is reported here
             err.write_text(f"building the simulator failed: {exc}\n")
     if (lib64 / RUNTIME_NAMES[0]).is_file() and (lib64 / NNOPBASE_NAME).is_file():
@@ -263,9 +269,7 @@ def simulator_not_built() -> str | None:
     err = SIM_ROOT / "BUILD_ERROR.txt"
     if (SIM_ROOT / "lib64" / RUNTIME_NAMES[0]).is_file() or not err.is_file():
         return None
-    from .sim.build import not_built_notice
-
-    return not_built_notice(err.read_text(errors="replace"))
+    return _sim_build().not_built_notice(err.read_text(errors="replace"))
 
 
 def warn_if_simulator_not_built() -> None:
