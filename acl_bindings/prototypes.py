@@ -99,6 +99,12 @@ PROTOTYPES: dict[str, Prototype] = {
     "aclrtRecordEvent": ("runtime", aclError, (aclrtEvent, aclrtStream)),
     # aclError aclrtSynchronizeEvent(aclrtEvent event);
     "aclrtSynchronizeEvent": ("runtime", aclError, (aclrtEvent,)),
+    # aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+    "aclrtStreamWaitEvent": ("runtime", aclError, (aclrtStream, aclrtEvent)),
+    # aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status);
+    "aclrtStreamQuery": ("runtime", aclError, (aclrtStream, _P(c_enum))),
+    # aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);
+    "aclrtQueryEventStatus": ("runtime", aclError, (aclrtEvent, _P(c_enum))),
     # aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
     "aclrtEventElapsedTime": ("runtime", aclError, (_P(c_float), aclrtEvent, aclrtEvent)),
     # aclError aclrtDestroyEvent(aclrtEvent event);

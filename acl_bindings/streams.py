@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctypes import byref, c_float, c_void_p
+from ctypes import byref, c_float, c_int, c_void_p
 from typing import Any, Callable
 
 from ._lib import destroy, lib
@@ -11,6 +11,9 @@ from .runtime import Device
 from .values import int32_arg
 
 __all__ = ["Stream", "Event"]
+
+_STREAM_COMPLETE = 0  # ACL_STREAM_STATUS_COMPLETE (acl_rt.h aclrtStreamStatus)
+_EVENT_COMPLETE = 1  # ACL_EVENT_RECORDED_STATUS_COMPLETE (acl_rt.h aclrtEventRecordedStatus)
 
 
 def _destroy(cell: c_void_p, device: Device, func: str) -> None:
@@ -69,12 +72,29 @@ class Stream(_OnDevice):
             with self.device.active():
                 lib.aclrtSynchronizeStreamWithTimeout(self.handle, ms)
 
+    @in_use
+    def wait(self, event: Event) -> None:
+        """Make the work queued on this stream from now on start after *event*'s latest record has completed
+        (aclrtStreamWaitEvent).  The host does not wait; the event may be recorded on another stream."""
+        event._check_open()
+        with self.device.active():
+            lib.aclrtStreamWaitEvent(self.handle, event.handle)
+
+    @in_use
+    def query(self) -> bool:
+        """Whether all work queued on the stream has completed (aclrtStreamQuery); does not wait."""
+        status = c_int()
+        with self.device.active():
+            lib.aclrtStreamQuery(self.handle, byref(status))
+        return status.value == _STREAM_COMPLETE
+
     def __repr__(self) -> str:
         return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"
 
 
 class Event(_OnDevice):
-    """An event for timing (``aclrtCreateEvent``).  Keeps the device alive."""
+    """An event (``aclrtCreateEvent``): a point in a stream's queue, for timing and for ordering another stream
+    after it (:meth:`Stream.wait`).  Keeps the device alive."""
 
     _what = "event"
     _funcs = ("aclrtCreateEvent", "aclrtDestroyEvent")
@@ -85,6 +105,14 @@ class Event(_OnDevice):
         """Record the event on *stream*."""
         with self.device.active():
             lib.aclrtRecordEvent(self.handle, stream)
+
+    @in_use
+    def query(self) -> bool:
+        """Whether the event's latest record has completed (aclrtQueryEventStatus; False if never recorded)."""
+        status = c_int()
+        with self.device.active():
+            lib.aclrtQueryEventStatus(self.handle, byref(status))
+        return status.value == _EVENT_COMPLETE
 
     @in_use
     def synchronize(self) -> None:

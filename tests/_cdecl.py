@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 ENUMS = {"aclDataType", "aclFormat", "aclrtMemcpyKind", "aclrtMemMallocPolicy", "aclrtMemAttr",
-         "aclCANNPackageName", "aclrtRunMode"}
+         "aclCANNPackageName", "aclrtRunMode", "aclrtEventRecordedStatus", "aclrtStreamStatus"}
 OPAQUE = {"aclTensor", "aclIntArray", "aclOpExecutor", "aclScalar", "aclFloatArray", "aclTensorList",
           "aclBoolArray", "aclScalarList", "aclCANNPackageVersion"}
 SCALARS = {

@@ -45,7 +45,7 @@ def find_compiler(cc: str | None = None) -> str | None:
     return None
 
 
-RUNTIME_SOURCES = ("sim_core.c", "streams.c", "runtime.c", "rt_memory.c", "rt_torch_npu.c")
+RUNTIME_SOURCES = ("sim_core.c", "streams.c", "events.c", "runtime.c", "rt_memory.c", "rt_torch_npu.c")
 NNOPBASE_SOURCES = ("nnopbase.c", "nnopbase_scalar.c")
 #: STUB libraries, for torch_npu only (src/stubs/stub_library.c): it links them; they simulate nothing.
 STUB_LIBRARIES = ("hccl", "ge_runner", "graph", "acl_tdt_channel", "atb", "acl_op_compiler")

@@ -79,6 +79,10 @@ for name, res, args in [
     ("aclrtRecordEvent", C.c_int, [vp, vp]), ("aclrtSynchronizeEvent", C.c_int, [vp]),
     ("aclrtSynchronizeEventWithTimeout", C.c_int, [vp, i32]),
     ("aclrtEventElapsedTime", C.c_int, [P(C.c_float), vp, vp]), ("aclrtDestroyEvent", C.c_int, [vp]),
+    ("aclrtCreateEventExWithFlag", C.c_int, [P(vp), u32]), ("aclrtResetEvent", C.c_int, [vp, vp]),
+    ("aclrtStreamWaitEvent", C.c_int, [vp, vp]), ("aclrtQueryEventStatus", C.c_int, [vp, P(C.c_int)]),
+    ("aclrtStreamQuery", C.c_int, [vp, P(C.c_int)]), ("aclrtDestroyStreamForce", C.c_int, [vp]),
+    ("aclrtSetStreamFailureMode", C.c_int, [vp, u64]),
     ("aclrtGetVersion", C.c_int, [P(i32), P(i32), P(i32)]),
     ("aclsysGetVersionStr", C.c_int, [C.c_char_p, C.c_char_p]),
     ("aclsysGetCANNVersion", C.c_int, [C.c_int, P(PkgVersion)]),
@@ -112,7 +116,7 @@ _decl(op, "aclnnUpsampleNearest3dBackwardGetWorkspaceSize", i32,
 # codes (cann-abi.md §3.4, §3.5)
 OK, INVALID_PARAM, UNINIT, REPEAT_INIT, REPEAT_FINALIZE = 0, 100000, 100001, 100002, 100037
 RT_PARAM, RT_DEVID, RT_CTX_NULL, RT_STREAM_CTX, RT_MEM_ALLOC = 107000, 107001, 107002, 107003, 207001
-NOT_SUPPORT, STREAM_SYNC_TIMEOUT = 200001, 507046
+NOT_SUPPORT, STREAM_SYNC_TIMEOUT, FEATURE_NOT_SUPPORT = 200001, 507046, 207000
 QUEUED = 908401  # simulator-only: memory freed, overwritten or read under queued work (cann-abi.md §8.4)
 OTHER_DEVICE = 908402  # simulator-only: device memory of another device than the call's (cann-abi.md §8.3)
 NULLPTR, PARAM_INVALID, RUNTIME_ERROR = 161001, 161002, 361001
@@ -1396,6 +1400,169 @@ def test_work_on_two_streams_over_the_same_memory_is_refused(sim):
         smp.release()
         ok(rt.aclrtDestroyStream(s1))
         ok(rt.aclrtDestroyStream(s2))
+    """)
+
+
+EVENT_HELPERS = """
+        def event(flag=None, ex=False):
+            e = vp()
+            if flag is None:
+                ok(rt.aclrtCreateEvent(C.byref(e)))
+            else:
+                ok((rt.aclrtCreateEventExWithFlag if ex else rt.aclrtCreateEventWithFlag)(C.byref(e), flag))
+            return e.value
+
+        def status(query, handle):
+            st = C.c_int(-1)
+            ok(query(handle, C.byref(st)))
+            return st.value
+"""
+
+
+def test_a_wait_orders_two_streams_and_no_race_is_reported(sim):
+    # RT stream.cpp aclrtStreamWaitEventImpl: s2's later work starts after the event's point on s1
+    sim(ASYNC_HELPERS + EVENT_HELPERS + """
+        assert rt.cannsimSetStreamMode(1) == 0         # deferred: s1's work stays queued until something waits
+        init(0)
+        s1, s2 = stream(), stream()
+        smp, w = queued_sample(s1, 0)                  # writes dgi on s1
+        e = event(0x1, ex=True)                        # ACL_EVENT_SYNC, as torch_npu makes them
+        ok(rt.aclrtRecordEvent(e, s1))
+        assert status(rt.aclrtQueryEventStatus, e) in (0, 1)
+        ok(rt.aclrtStreamWaitEvent(s2, e))
+        out = np.zeros(4, np.float32)
+        ok(rt.aclrtMemcpyAsync(out.ctypes.data, 16, smp.dgi, 16, D2H, s2))   # ordered: no race
+        ok(rt.aclrtMemsetAsync(smp.dgi, 16, 0, 16, s2))
+        ok(rt.aclrtSynchronizeStream(s2))              # runs s1's work up to the event first
+        assert out.tolist() == [36.0, 100.0, 164.0, 228.0] and smp.result() == [0.0] * 4
+        assert status(rt.aclrtQueryEventStatus, e) == 1   # ACL_EVENT_RECORDED_STATUS_COMPLETE
+        assert status(rt.aclrtStreamQuery, s1) == 0 and status(rt.aclrtStreamQuery, s2) == 0
+        # transitive: s3 waits for s2's point, which waited for s1's
+        s3 = stream()
+        smp2, w2 = queued_sample(s1, 0)
+        e1, e2 = event(0x1, ex=True), event(0x1, ex=True)
+        ok(rt.aclrtRecordEvent(e1, s1)); ok(rt.aclrtStreamWaitEvent(s2, e1))
+        ok(rt.aclrtRecordEvent(e2, s2)); ok(rt.aclrtStreamWaitEvent(s3, e2))
+        ok(rt.aclrtMemcpyAsync(out.ctypes.data, 16, smp2.dgi, 16, D2H, s3))
+        ok(rt.aclrtSynchronizeStream(s3))
+        assert out.tolist() == [36.0, 100.0, 164.0, 228.0]
+        # the same work without a wait is a race, reported
+        smp3, w3 = queued_sample(s1, 0)
+        expect(rt.aclrtMemcpyAsync(out.ctypes.data, 16, smp3.dgi, 16, D2H, s2), QUEUED, "reads", "not ordered",
+               "aclrtStreamWaitEvent")
+        # a wait for an earlier point does not order later work on s1
+        e3 = event(0x1, ex=True)
+        ok(rt.aclrtRecordEvent(e3, s1))
+        smp4, w4 = queued_sample(s1, 0)
+        ok(rt.aclrtStreamWaitEvent(s2, e3))
+        expect(rt.aclrtMemsetAsync(smp4.dgi, 16, 0, 16, s2), QUEUED, "writes", "not ordered")
+        ok(rt.aclrtSynchronizeDevice())
+        for ev in (e, e1, e2, e3):
+            ok(rt.aclrtDestroyEvent(ev))
+        for m in (w, w2, w3, w4):
+            ok(rt.aclrtFree(m))
+        for x in (smp, smp2, smp3, smp4):
+            x.release()
+        for st in (s1, s2, s3):
+            ok(rt.aclrtDestroyStream(st))
+    """)
+
+
+def test_event_flags_reset_query_and_destroy_follow_cann(sim):
+    # RT api_error.cc EventCreate / EventCreateEx flag rules; api_impl.cc EventReset; event.cpp query
+    sim(ASYNC_HELPERS + EVENT_HELPERS + """
+        init(0)
+        e = vp()
+        for create, flag, code, word in [
+                (rt.aclrtCreateEventWithFlag, 0, RT_PARAM, "flag 0"), (rt.aclrtCreateEventWithFlag, 0x40, RT_PARAM, "0x40"),
+                (rt.aclrtCreateEventExWithFlag, 0, RT_PARAM, "flag 0"), (rt.aclrtCreateEventExWithFlag, 0x20, RT_PARAM, "0x20"),
+                (rt.aclrtCreateEventExWithFlag, 0x41, RT_PARAM, "cannot be combined"),
+                (rt.aclrtCreateEventWithFlag, 0x21, RT_PARAM, "cannot be combined"),
+                (rt.aclrtCreateEventExWithFlag, 0x40, FEATURE_NOT_SUPPORT, "IPC")]:
+            expect(create(C.byref(e), flag), code, word)
+        expect(rt.aclrtCreateEventExWithFlag(None, 1), INVALID_PARAM, "event is NULL")
+        old, ex = event(0xE), event(0x9, ex=True)       # torch_npu's ACL_EVENT_DEFAULT; timing + sync
+        assert status(rt.aclrtQueryEventStatus, ex) == 0   # never recorded: not ready (RT_EVENT_INIT)
+        s = stream()
+        for _ in range(2):                               # an Ex event is recorded again without a reset
+            ok(rt.aclrtRecordEvent(ex, s)); ok(rt.aclrtSynchronizeEvent(ex))
+            assert status(rt.aclrtQueryEventStatus, ex) == 1
+        expect(rt.aclrtResetEvent(ex, s), FEATURE_NOT_SUPPORT, "aclrtCreateEventExWithFlag")
+        ok(rt.aclrtRecordEvent(old, s)); ok(rt.aclrtSynchronizeStream(s))
+        assert status(rt.aclrtQueryEventStatus, old) == 1
+        ok(rt.aclrtResetEvent(old, s)); ok(rt.aclrtSynchronizeStream(s))
+        assert status(rt.aclrtQueryEventStatus, old) == 0  # reset: back to never recorded
+        expect(rt.aclrtQueryEventStatus(old, None), INVALID_PARAM, "status is NULL")
+        expect(rt.aclrtStreamQuery(s, None), INVALID_PARAM, "status is NULL")
+        # destroy while its record is queued: the queued record and a wait on it stay harmless
+        assert rt.cannsimSetStreamMode(1) == 0
+        s2 = stream()
+        smp, w = queued_sample(s, 0)
+        ok(rt.aclrtRecordEvent(ex, s))
+        assert status(rt.aclrtStreamQuery, s) == 1      # not ready (deferred: queued); the query lets it run
+        ok(rt.aclrtStreamWaitEvent(s2, ex))
+        ok(rt.aclrtDestroyEvent(ex))
+        ok(rt.aclrtSynchronizeStream(s2))
+        assert status(rt.aclrtStreamQuery, s) == 0 and smp.result() == [36.0, 100.0, 164.0, 228.0]
+        expect(rt.aclrtStreamWaitEvent(s2, ex), RT_PARAM, "not a live event")
+        ok(rt.aclrtDestroyEvent(old)); ok(rt.aclrtFree(w)); smp.release()
+        ok(rt.aclrtDestroyStream(s)); ok(rt.aclrtDestroyStream(s2))
+    """)
+
+
+def test_a_polled_query_ends_in_deferred_mode(sim):
+    # a query lets the queried work run, so a host loop polling it ends (as on a device)
+    sim(ASYNC_HELPERS + EVENT_HELPERS + """
+        assert rt.cannsimSetStreamMode(1) == 0
+        init(0)
+        s = stream()
+        smp, w = queued_sample(s, 0)
+        e = event()
+        ok(rt.aclrtRecordEvent(e, s))
+        for _ in range(2000):
+            if status(rt.aclrtQueryEventStatus, e) == 1:
+                break
+            time.sleep(0.001)
+        assert status(rt.aclrtQueryEventStatus, e) == 1 and smp.result() == [36.0, 100.0, 164.0, 228.0]
+        ok(rt.aclrtDestroyEvent(e)); ok(rt.aclrtFree(w)); smp.release(); ok(rt.aclrtDestroyStream(s))
+    """)
+
+
+def test_stop_on_failure_skips_the_streams_later_work_and_destroy_force_drops_it(sim):
+    # RT api_impl.cc ApiImpl::StreamSetMode (bit 0; stop -> continue is 207000); stream.cpp
+    # aclrtDestroyStreamForceImpl (the queued work is not run)
+    sim(ASYNC_HELPERS + EVENT_HELPERS + """
+        init(0)
+        buf = malloc(64)
+        for mode, expect_second in ((0, 7), (1, 0)):   # continue: the memset after the fault runs; stop: skipped
+            s = stream()
+            ok(rt.aclrtSetStreamFailureMode(s, mode))
+            ok(rt.aclrtMemset(buf, 64, 0, 64))
+            ok(rt.cannsimSetFault(b"cannsimTaskRun:1:507015"))  # the next task on a stream fails
+            ok(rt.aclrtMemsetAsync(buf, 32, 5, 32, s))
+            ok(rt.aclrtMemsetAsync(buf, 64, 7, 64, s))
+            expect(rt.aclrtSynchronizeStream(s), 507015, "a task on stream", "injected fault")
+            ok(rt.cannsimSetFault(None))
+            out = np.zeros(64, np.uint8)
+            ok(rt.aclrtMemcpy(out.ctypes.data, 64, buf, 64, D2H))
+            assert int(out[0]) == expect_second, (mode, out[0])
+            ok(rt.aclrtMemsetAsync(buf, 64, 3, 64, s))    # the error was reported: the stream runs again
+            ok(rt.aclrtSynchronizeStream(s))
+            ok(rt.aclrtMemcpy(out.ctypes.data, 64, buf, 64, D2H))
+            assert int(out[0]) == 3
+            if mode == 1:
+                expect(rt.aclrtSetStreamFailureMode(s, 0), FEATURE_NOT_SUPPORT, "cannot be changed back")
+            ok(rt.aclrtDestroyStream(s))
+        assert rt.cannsimSetStreamMode(1) == 0         # deferred: the work stays queued
+        s = stream()
+        ok(rt.aclrtMemset(buf, 64, 0, 64))
+        ok(rt.aclrtMemsetAsync(buf, 64, 9, 64, s))
+        ok(rt.aclrtDestroyStreamForce(s))              # dropped, not run
+        out = np.zeros(64, np.uint8)
+        ok(rt.aclrtMemcpy(out.ctypes.data, 64, buf, 64, D2H))
+        assert int(out[0]) == 0
+        expect(rt.aclrtDestroyStreamForce(None), INVALID_PARAM, "stream is NULL")
+        ok(rt.aclrtFree(buf))
     """)
 
 

@@ -54,8 +54,10 @@ rt.aclInit(None); rt.aclrtSetDevice(0)
 s = C.c_void_p()
 out["stream_cfg"] = [rt.aclrtCreateStreamWithConfig(C.byref(s), 0, 3), rt.aclrtDestroyStream(s)]
 out["stream_cfg_bad"] = [rt.aclrtCreateStreamWithConfig(C.byref(s), 0, 0x100), msg()]
-out["failure_mode"] = [rt.aclrtSetStreamFailureMode(None, C.c_uint64(0)),
-                       rt.aclrtSetStreamFailureMode(None, C.c_uint64(1))]
+fs = C.c_void_p(); rt.aclrtCreateStream(C.byref(fs))
+out["failure_mode"] = [rt.aclrtSetStreamFailureMode(fs, C.c_uint64(0)), rt.aclrtSetStreamFailureMode(fs, C.c_uint64(1)),
+                       rt.aclrtSetStreamFailureMode(fs, C.c_uint64(1)), rt.aclrtSetStreamFailureMode(fs, C.c_uint64(0)),
+                       msg(), rt.aclrtDestroyStream(fs)]
 out["sat"] = [rt.aclrtSetDeviceSatMode(0), rt.aclrtSetDeviceSatMode(1), rt.aclrtSetDeviceSatMode(2), msg()]
 act = C.c_uint64(0)
 out["timeout"] = [rt.aclrtSetOpExecuteTimeOutV2(C.c_uint64(1234), C.byref(act)), act.value,
@@ -165,7 +167,9 @@ def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
     assert out["count_before_init"] == [0, 2]  # CANN answers before aclInit (RT device.cpp)
     assert out["stream_cfg"] == [0, 0]
     assert out["stream_cfg_bad"][0] == 100000 and "0x100" in out["stream_cfg_bad"][1]
-    assert out["failure_mode"] == [0, 207000]  # stop-on-failure is not simulated
+    # continue, stop, stop again; stop -> continue is 207000 (RT api_impl.cc ApiImpl::StreamSetMode)
+    assert out["failure_mode"][:4] == [0, 0, 0, 207000] and out["failure_mode"][5] == 0
+    assert "ACL_STOP_ON_FAILURE" in out["failure_mode"][4] and "cannot be changed back" in out["failure_mode"][4]
     assert out["sat"][:3] == [0, 0, 100000] and "mode 2" in out["sat"][3]
     assert out["timeout"] == [0, 1234, 100000]
     assert out["sysopt"] == [0, 0, 0, 0, 1, 100000, 100000, 0]

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000 /* rt_error_codes.h */
 #define ACL_ERROR_RT_SYSPARAMOPT_NOT_SET 107021 /* rt_error_codes.h */
 
 static int not_supported(const char *func) {
@@ -51,19 +50,24 @@ CANNSIM_API aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t p
     return aclrtCreateStream(stream);
 }
 
-/* aclrtSetStreamFailureMode (RT stream.cpp -> rtStreamSetMode): whether a stream stops at its first failed task.
-   The simulator's streams keep one sticky error and go on, ACL_CONTINUE_ON_FAILURE's behaviour; the stop mode is
-   not simulated. */
+/* aclrtSetStreamFailureMode (RT stream.cpp -> api_impl.cc ApiImpl::StreamSetMode): bit 0 of mode picks
+   ACL_CONTINUE_ON_FAILURE (0: a failed task leaves a sticky error and the stream goes on) or ACL_STOP_ON_FAILURE
+   (1: the stream runs none of its later tasks; the simulator resumes once a synchronisation reported the error).
+   Going back from stop to continue is 207000. */
 CANNSIM_API aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode) {
     ENTER("aclrtSetStreamFailureMode");
-    (void)stream;
-    if (mode == 0) return ACL_SUCCESS; /* ACL_CONTINUE_ON_FAILURE */
-    return not_supported("aclrtSetStreamFailureMode");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtSetStreamFailureMode", &rc);
+    stream_t *s = c ? resolve_stream("aclrtSetStreamFailureMode", stream, c, &rc) : NULL;
+    if (s && s->stop_on_failure && !(mode & 1u))
+        rc = cannsim_fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtSetStreamFailureMode: stream %p is in "
+                          "ACL_STOP_ON_FAILURE mode, which cannot be changed back to ACL_CONTINUE_ON_FAILURE", stream);
+    else if (s)
+        s->stop_on_failure = (int)(mode & 1u);
+    pthread_mutex_unlock(&g_mu);
+    return rc;
 }
-
-NOT_SUPPORTED(aclrtStreamWaitEvent, (aclrtStream stream, aclrtEvent event))
-NOT_SUPPORTED(aclrtResetEvent, (aclrtEvent event, aclrtStream stream))
-NOT_SUPPORTED(aclrtCreateEventExWithFlag, (aclrtEvent * event, uint32_t flag))
 
 /* ====================================================================== device settings */
 /* aclrtSetDeviceSatMode (RT device.cpp): float overflow mode, ACL_RT_OVERFLOW_MODE_SATURATION (0) or _INFNAN (1).

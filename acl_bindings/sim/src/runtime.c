@@ -1,7 +1,7 @@
 /*
  * runtime.c - simulated CANN runtime (built as libascendcl.so, or libacl_rt.so for the variant
  * tree): the acl and aclrt functions for init/finalize, the recent-error message, devices,
- * contexts, streams and events.  The memory functions are in rt_memory.c, the stream engine (and
+ * contexts and streams.  The events are in events.c, the memory functions in rt_memory.c, the stream engine (and
  * the task launch the operator library uses) in streams.c, the simulator's accounting, fault
  * injection and configuration in sim_core.c.
  *
@@ -571,31 +571,56 @@ CANNSIM_API aclError aclrtCreateStream(aclrtStream *stream) {
     return rc;
 }
 
-CANNSIM_API aclError aclrtDestroyStream(aclrtStream stream) {
-    ENTER("aclrtDestroyStream");
+/* aclrtDestroyStream runs the stream's queued work first; aclrtDestroyStreamForce (RT stream.cpp
+   aclrtDestroyStreamForceImpl -> StreamDestroy with force) drops the work not yet started. */
+static aclError destroy_stream_impl(const char *func, aclrtStream stream, int force) {
     if (!stream)
-        return cannsim_fail(ACL_ERROR_INVALID_PARAM,
-                            "aclrtDestroyStream: stream is NULL (the default stream cannot be destroyed)");
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: stream is NULL (the default stream cannot be destroyed)",
+                            func);
     int rc = 0;
     pthread_mutex_lock(&g_mu);
-    ctx_t *c = need_ctx("aclrtDestroyStream", &rc);
+    ctx_t *c = need_ctx(func, &rc);
     if (c) {
         stream_t *s = (stream_t *)stream;
         if (!pset_has(&g_streams, s)) {
             rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                              "aclrtDestroyStream: stream %p is not a live stream (never created, or already "
-                              "destroyed)",
+                              "%s: stream %p is not a live stream (never created, or already destroyed)", func,
                               stream);
         } else if (s->ctx != c->serial) { /* RT api_impl.cc ApiImpl::StreamDestroy 1579-1589 */
             rc = cannsim_fail(ACL_ERROR_RT_STREAM_CONTEXT,
-                              "aclrtDestroyStream: stream %p was created in another context than the current one "
-                              "(device %d): make its context current first",
-                              stream, s->dev);
+                              "%s: stream %p was created in another context than the current one (device %d): "
+                              "make its context current first",
+                              func, stream, s->dev);
         } else {
             pset_del(&g_streams, s);
-            stream_destroy_locked(s); /* runs the pending work first; a task error is dropped */
+            if (force) s->stopped = 1; /* its queued tasks are skipped, not run */
+            stream_destroy_locked(s); /* a task error is dropped */
         }
     }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+CANNSIM_API aclError aclrtDestroyStream(aclrtStream stream) {
+    ENTER("aclrtDestroyStream");
+    return destroy_stream_impl("aclrtDestroyStream", stream, 0);
+}
+
+CANNSIM_API aclError aclrtDestroyStreamForce(aclrtStream stream) {
+    ENTER("aclrtDestroyStreamForce");
+    return destroy_stream_impl("aclrtDestroyStreamForce", stream, 1);
+}
+
+/* aclrtStreamQuery (RT stream.cpp): ACL_STREAM_STATUS_COMPLETE (0) once all its queued work completed, else
+   ACL_STREAM_STATUS_NOT_READY (1; acl_rt.h 134-135). */
+CANNSIM_API aclError aclrtStreamQuery(aclrtStream stream, int *status) {
+    ENTER("aclrtStreamQuery");
+    if (!status) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery: status is NULL");
+    int rc = 0;
+    pthread_mutex_lock(&g_mu);
+    ctx_t *c = need_ctx("aclrtStreamQuery", &rc);
+    stream_t *s = c ? resolve_stream("aclrtStreamQuery", stream, c, &rc) : NULL;
+    if (s) *status = stream_idle_upto(s, UINT64_MAX) ? 0 : 1;
     pthread_mutex_unlock(&g_mu);
     return rc;
 }
@@ -605,12 +630,13 @@ static int stream_error(const char *func, stream_t *s, aclrtStream handle) {
     if (!s->err) return 0;
     int code = s->err;
     s->err = 0;
+    s->stopped = 0; /* (ACL_STOP_ON_FAILURE: the stream resumes once its error was reported) */
     return cannsim_fail(code, "%s: a task on stream %p failed: %s", func, handle, s->errmsg);
 }
 
 /* The deadline (now_ns() clock) of a synchronisation timeout in ms: -1 = wait forever (deadline -1),
    >= 0 = that many ms from now; anything else is rejected.  Returns 0 or ACL_ERROR_INVALID_PARAM. */
-static int timeout_deadline(const char *func, int32_t timeout, int64_t *deadline) {
+int timeout_deadline(const char *func, int32_t timeout, int64_t *deadline) {
     *deadline = -1;
     if (timeout < -1)
         return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: timeout %d ms is invalid (-1 = wait forever, >= 0 ms)",
@@ -679,7 +705,7 @@ CANNSIM_API aclError aclrtSynchronizeDevice(void) {
     for (size_t i = 0; i < n; i++) {
         drain_locked(v[i], UINT64_MAX, -1);
         if (!rc) rc = stream_error("aclrtSynchronizeDevice", v[i], v[i]->is_default ? NULL : v[i]);
-        else v[i]->err = 0;
+        else v[i]->err = v[i]->stopped = 0;
     }
     for (size_t i = 0; i < n; i++) stream_unpin(v[i]);
     free(v);
@@ -687,189 +713,3 @@ out:
     pthread_mutex_unlock(&g_mu);
     return rc;
 }
-
-/* ====================================================================== events */
-#define ACL_EVENT_TIME_LINE 0x8u /* RT acl_rt.h (cann-abi.md §1.1) */
-
-static aclError create_event_impl(const char *func, aclrtEvent *event, uint32_t flag, int timed) {
-    if (!event) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: event is NULL", func);
-    int rc = 0;
-    pthread_mutex_lock(&g_mu);
-    ctx_t *c = need_ctx(func, &rc);
-    if (c) {
-        event_t *e = calloc(1, sizeof *e);
-        if (!e || pset_add(&g_events, e)) {
-            free(e);
-            rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: out of host memory", func);
-        } else {
-            e->serial = ++g_serial;
-            e->dev = c->dev;
-            e->flag = flag;
-            e->timed = timed;
-            *event = e;
-        }
-    }
-    pthread_mutex_unlock(&g_mu);
-    return rc;
-}
-
-CANNSIM_API aclError aclrtCreateEvent(aclrtEvent *event) {
-    ENTER("aclrtCreateEvent");
-    return create_event_impl("aclrtCreateEvent", event, 0, 1); /* its default flag includes the timeline */
-}
-
-CANNSIM_API aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
-    ENTER("aclrtCreateEventWithFlag");
-    return create_event_impl("aclrtCreateEventWithFlag", event, flag, (flag & ACL_EVENT_TIME_LINE) != 0);
-}
-
-static event_t *live_event(const char *func, aclrtEvent ev, int *code) {
-    if (!ev) {
-        *code = cannsim_fail(ACL_ERROR_INVALID_PARAM, "%s: event is NULL", func);
-        return NULL;
-    }
-    if (!pset_has(&g_events, ev)) {
-        *code = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                             "%s: event %p is not a live event (never created, or already destroyed)", func, ev);
-        return NULL;
-    }
-    return (event_t *)ev;
-}
-
-typedef struct {
-    event_t *ev;
-    uint64_t serial, gen;
-} rec_task_t;
-
-static int record_task_run(void *arg, char *msg, size_t msglen) {
-    (void)msg;
-    (void)msglen;
-    rec_task_t *r = arg;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    pthread_mutex_lock(&g_mu);
-    if (pset_has(&g_events, r->ev) && r->ev->serial == r->serial && r->ev->gen == r->gen) {
-        r->ev->ts = now;
-        r->ev->state = 2;
-    }
-    pthread_mutex_unlock(&g_mu);
-    return 0;
-}
-
-CANNSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
-    ENTER("aclrtRecordEvent");
-    int rc = 0;
-    pthread_mutex_lock(&g_mu);
-    ctx_t *c = need_ctx("aclrtRecordEvent", &rc);
-    if (!c) goto out;
-    event_t *e = live_event("aclrtRecordEvent", event, &rc);
-    if (!e) goto out;
-    stream_t *s = resolve_stream("aclrtRecordEvent", stream, c, &rc);
-    if (!s) goto out;
-    rec_task_t *r = malloc(sizeof *r);
-    task_t *t = NULL;
-    if (r) {
-        r->ev = e;
-        r->serial = e->serial;
-        r->gen = ++e->gen;
-        t = enqueue_locked(s, "aclrtRecordEvent", record_task_run, free, r, NULL, 0, 0);
-    }
-    if (!t) {
-        free(r);
-        rc = cannsim_fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtRecordEvent: out of host memory");
-        goto out;
-    }
-    e->state = 1;
-    e->stream = s;
-    e->stream_serial = s->serial;
-    e->seq = t->seq;
-    start_locked(s, t->seq);
-out:
-    pthread_mutex_unlock(&g_mu);
-    return rc;
-}
-
-static aclError sync_event_impl(const char *func, aclrtEvent event, int32_t timeout) {
-    int64_t deadline;
-    int rc = timeout_deadline(func, timeout, &deadline);
-    if (rc) return rc;
-    pthread_mutex_lock(&g_mu);
-    ctx_t *c = need_ctx(func, &rc);
-    if (!c) goto out;
-    event_t *e = live_event(func, event, &rc);
-    if (!e) goto out;
-    if (e->state != 1) goto out; /* never recorded (nothing to wait for) or already complete */
-    stream_t *s = e->stream;
-    if (!pset_has(&g_all_streams, s) || s->serial != e->stream_serial) goto out;
-    if (drain_locked(s, e->seq, deadline))
-        rc = cannsim_fail(ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, "%s: event %p did not complete within %d ms", func, event,
-                          timeout);
-out:
-    pthread_mutex_unlock(&g_mu);
-    return rc;
-}
-
-CANNSIM_API aclError aclrtSynchronizeEvent(aclrtEvent event) {
-    ENTER("aclrtSynchronizeEvent");
-    return sync_event_impl("aclrtSynchronizeEvent", event, -1);
-}
-
-CANNSIM_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) {
-    ENTER("aclrtSynchronizeEventWithTimeout");
-    return sync_event_impl("aclrtSynchronizeEventWithTimeout", event, timeout);
-}
-
-CANNSIM_API aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent) {
-    ENTER("aclrtEventElapsedTime");
-    if (!ms) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclrtEventElapsedTime: ms is NULL");
-    int rc = 0;
-    pthread_mutex_lock(&g_mu);
-    ctx_t *c = need_ctx("aclrtEventElapsedTime", &rc);
-    if (!c) goto out;
-    event_t *a = live_event("aclrtEventElapsedTime", startEvent, &rc);
-    if (!a) goto out;
-    event_t *b = live_event("aclrtEventElapsedTime", endEvent, &rc);
-    if (!b) goto out;
-    if (a->state != 2 || b->state != 2) {
-        event_t *x = a->state != 2 ? a : b;
-        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                          "aclrtEventElapsedTime: %s event %p has %s (record it and synchronize its stream first)",
-                          x == a ? "start" : "end", (void *)x, x->state == 0 ? "never been recorded" : "not completed yet");
-        goto out;
-    }
-    if (!a->timed || !b->timed) { /* only events with a timeline can be timed (§8.8); the code is the simulator's */
-        event_t *x = !a->timed ? a : b;
-        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                          "aclrtEventElapsedTime: %s event %p was made by aclrtCreateEventWithFlag without "
-                          "ACL_EVENT_TIME_LINE (0x8): it records no time",
-                          x == a ? "start" : "end", (void *)x);
-        goto out;
-    }
-    if (a->stream != b->stream || a->stream_serial != b->stream_serial) { /* RT 07_event_management.md */
-        rc = cannsim_fail(ACL_ERROR_RT_PARAM_INVALID,
-                          "aclrtEventElapsedTime: start event %p was recorded on stream %p and end event %p on stream "
-                          "%p: record both events on the same stream",
-                          (void *)a, (void *)a->stream, (void *)b, (void *)b->stream);
-        goto out;
-    }
-    *ms = (float)((double)(ts_ns(&b->ts) - ts_ns(&a->ts)) / 1e6);
-out:
-    pthread_mutex_unlock(&g_mu);
-    return rc;
-}
-
-CANNSIM_API aclError aclrtDestroyEvent(aclrtEvent event) {
-    ENTER("aclrtDestroyEvent");
-    int rc = 0;
-    pthread_mutex_lock(&g_mu);
-    ctx_t *c = need_ctx("aclrtDestroyEvent", &rc);
-    if (!c) goto out;
-    event_t *e = live_event("aclrtDestroyEvent", event, &rc);
-    if (!e) goto out;
-    pset_del(&g_events, e); /* a pending record task notices the event is gone */
-    free(e);
-out:
-    pthread_mutex_unlock(&g_mu);
-    return rc;
-}
-

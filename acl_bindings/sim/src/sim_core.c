@@ -104,7 +104,8 @@ static const char *const k_names[] = {
     "aclrtCreateStreamWithConfig", "aclrtSetStreamFailureMode", "aclrtSetDeviceSatMode",
     "aclrtSetOpExecuteTimeOutV2", "aclrtGetSysParamOpt", "aclrtSetSysParamOpt", "aclrtCtxSetSysParamOpt",
     "aclrtPeekAtLastError", "aclmdlInitDump", "aclmdlSetDump", "aclmdlFinalizeDump", "aclrtStreamWaitEvent",
-    "aclrtResetEvent", "aclrtCreateEventExWithFlag", "aclGetDeviceCapability", "aclrtDeviceCanAccessPeer",
+    "aclrtResetEvent", "aclrtCreateEventExWithFlag", "aclrtQueryEventStatus", "aclrtStreamQuery",
+    "aclrtDestroyStreamForce", "aclGetDeviceCapability", "aclrtDeviceCanAccessPeer",
     "aclrtDeviceEnablePeerAccess", "aclrtDeviceGetBareTgid", "aclrtProcessReport", "aclrtReserveMemAddress",
     "aclrtReleaseMemAddress", "aclrtMallocPhysical", "aclrtFreePhysical", "aclrtMapMem", "aclrtUnmapMem",
     "aclrtMemExportToShareableHandle", "aclrtMemImportFromShareableHandle", "aclrtMemSetPidToShareableHandle",
@@ -112,6 +113,8 @@ static const char *const k_names[] = {
     "aclSetTensorFormat", "aclSetTensorShape", "aclSetTensorPlaceMent", "aclGetTensorDescDimV2", "aclopSetAttrBool",
     "aclopSetAttrInt", "aclopSetAttrFloat", "aclopSetAttrString", "aclopSetAttrDataType", "aclopSetAttrListBool",
     "aclopSetAttrListInt", "aclopSetAttrListFloat", "aclopSetAttrListListInt",
+    /* not a function: a stream task about to run (simulator-only; a fault here makes that task fail) */
+    "cannsimTaskRun",
     /* operator libraries */
     CANNSIM_OP_NAMES
 };

@@ -113,6 +113,8 @@ struct task {
     int64_t delay_left_ns; /* simulated device time still to spend before running */
     int nrefs;
     task_ref refs[4];      /* memory the task uses, until it completes */
+    stream_t *wait_on;     /* a wait task (aclrtStreamWaitEvent): later work waits for wait_on's tasks */
+    uint64_t wait_seq;     /*   with seq <= this */
 };
 
 /* Each stream's work runs on its own worker thread (started at the first task), in queue order, as
@@ -132,6 +134,8 @@ struct stream {
     uint64_t release_upto; /* deferred mode: tasks with seq <= this may run */
     int err;
     char errmsg[512];
+    int stop_on_failure; /* aclrtSetStreamFailureMode ACL_STOP_ON_FAILURE: a failed task stops the stream */
+    int stopped;         /* it did: later tasks are skipped until a synchronisation reports the error */
     pthread_t worker;
     int has_worker;   /* a worker thread exists (started, not yet joined) */
     int joining;      /* a thread is joining the worker (the lock is released meanwhile) */
@@ -148,6 +152,7 @@ typedef struct {
     int state; /* 0 never recorded, 1 record pending, 2 completed */
     uint32_t flag;
     int timed; /* has a timeline: aclrtCreateEvent's default, or ACL_EVENT_TIME_LINE (cann-abi.md §8.8) */
+    int ex;    /* made by aclrtCreateEventExWithFlag: re-recordable, no aclrtResetEvent */
     stream_t *stream;
     uint64_t stream_serial;
     uint64_t seq;
@@ -204,6 +209,9 @@ const task_t *queued_use(const void *p, uint64_t n, int writers_only, const stre
 int cross_stream_race(const char *func, const stream_t *s, const task_ref *refs, int nrefs);
 int queued_work_error(const char *func, const void *p, const char *doing, const task_t *t, const stream_t *s);
 void stream_destroy_locked(stream_t *s);
+int stream_wait_locked(stream_t *s, stream_t *target, uint64_t seq);
+int stream_idle_upto(stream_t *s, uint64_t seq);
+int timeout_deadline(const char *func, int32_t timeout, int64_t *deadline);
 /* At load: the stream mode (CANN_SIM_DEFER / CANN_SIM_SYNC), CANN_SIM_DELAY_MS, the fork handlers. */
 void streams_load(void);
 /* At exit: stop every worker (a task still in its simulated delay is abandoned) and join it. */

@@ -88,6 +88,12 @@ static int run_task(stream_t *s, task_t *t, char *msg, size_t msglen) {
         int64_t spent = now_ns() - now;
         t->delay_left_ns -= spent > 0 ? spent : step;
     }
+    int fault = cannsim_enter("cannsimTaskRun"); /* CANN_SIM_FAULT=cannsimTaskRun:N:code fails the Nth task */
+    if (fault) {
+        snprintf(msg, msglen, "%s: injected fault (code %d) by CANN_SIM_FAULT (cannsimTaskRun)", t->origin, fault);
+        (void)cannsim_take_error(); /* (the fault's message is the task's, not this worker thread's) */
+        return fault;
+    }
     return t->run ? t->run(t->arg, msg, msglen) : 0;
 }
 
@@ -99,7 +105,7 @@ static void step_locked(stream_t *s) {
     pthread_mutex_unlock(&g_mu);
     char msg[400];
     msg[0] = 0;
-    int r = run_task(s, t, msg, sizeof msg);
+    int r = s->stopped ? 0 : run_task(s, t, msg, sizeof msg); /* a stopped stream skips its tasks */
     pthread_mutex_lock(&g_mu);
     s->draining = 0;
     if (r != -1) {
@@ -109,6 +115,7 @@ static void step_locked(stream_t *s) {
             s->err = r;
             snprintf(s->errmsg, sizeof s->errmsg, "%s", msg[0] ? msg : "task failed");
         }
+        if (r != 0 && s->stop_on_failure) s->stopped = 1;
         task_free(t);
     }
     pthread_cond_broadcast(&g_cv);
@@ -267,6 +274,74 @@ task_t *enqueue_locked(stream_t *s, const char *origin, cannsim_task_fn run, voi
     return t;
 }
 
+/* ---------------------------------------------------------------- waits between streams (aclrtStreamWaitEvent) */
+typedef struct {
+    stream_t *self, *target; /* target is pinned until the wait task is freed */
+    uint64_t seq;
+} wait_arg;
+
+/* The wait task: done once target's tasks up to seq completed.  It releases them (deferred mode) and waits in
+   slices, so that a process exit (abort) ends it; -1 (aborted) leaves it queued.  Called without the lock. */
+static int wait_task_run(void *arg, char *msg, size_t msglen) {
+    (void)msg, (void)msglen;
+    wait_arg *w = arg;
+    int r = 0;
+    pthread_mutex_lock(&g_mu);
+    while (w->target->head && w->target->head->seq <= w->seq) {
+        if (atomic_load(&w->self->abort) || atomic_load(&w->target->abort)) {
+            r = -1;
+            break;
+        }
+        drain_locked(w->target, w->seq, now_ns() + 10000000LL);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return r;
+}
+
+static void wait_task_free(void *arg) { /* (lock held: tasks are freed under it) */
+    wait_arg *w = arg;
+    stream_unpin(w->target);
+    free(w);
+}
+
+/* Queue on s a wait for target's tasks up to seq (lock held).  Returns 0, or -1 out of host memory. */
+int stream_wait_locked(stream_t *s, stream_t *target, uint64_t seq) {
+    wait_arg *w = malloc(sizeof *w);
+    if (!w) return -1;
+    *w = (wait_arg){s, target, seq};
+    task_t *t = enqueue_locked(s, "aclrtStreamWaitEvent", wait_task_run, wait_task_free, w, NULL, 0, 0);
+    if (!t) {
+        free(w);
+        return -1;
+    }
+    target->pins++;
+    t->wait_on = target;
+    t->wait_seq = seq;
+    start_locked(s, t->seq);
+    return 0;
+}
+
+/* Whether s's tasks up to seq have all completed; if not, they are released to run (deferred mode), so that
+   a query polled in a loop ends (lock held). */
+int stream_idle_upto(stream_t *s, uint64_t seq) {
+    if (!s->head || s->head->seq > seq) return 1;
+    if (seq > s->next_seq - 1) seq = s->next_seq - 1;
+    if (seq > s->release_upto) s->release_upto = seq;
+    if (ensure_worker(s) == 0) pthread_cond_signal(&s->wake);
+    return 0;
+}
+
+/* Whether work queued next on s is ordered after task seq of stream a: a wait queued on s (or, through the
+   waits it waits for, on another stream) covers it (lock held; depth bounds the walk). */
+static int ordered_after(const stream_t *s, uint64_t upto, const stream_t *a, uint64_t seq, int depth) {
+    for (const task_t *w = s->head; w && w->seq <= upto; w = w->next) {
+        if (!w->wait_on) continue;
+        if (w->wait_on == a && w->wait_seq >= seq) return 1;
+        if (depth > 0 && ordered_after(w->wait_on, w->wait_seq, a, seq, depth - 1)) return 1;
+    }
+    return 0;
+}
+
 /* A task still queued (or running) on any stream but `except` that uses [p, p+n) (only a task that
    writes it, when writers_only); *on receives its stream.  Lock held. */
 static const task_t *queued_use_except(const stream_t *except, const void *p, uint64_t n, int writers_only,
@@ -275,12 +350,14 @@ static const task_t *queued_use_except(const stream_t *except, const void *p, ui
     if (!n) return NULL;
     for (stream_t *s = g_stream_list; s; s = s->gnext)
         if (s != except)
-            for (task_t *t = s->head; t; t = t->next)
-            for (int i = 0; i < t->nrefs; i++) {
-                const task_ref *r = &t->refs[i];
-                if ((r->write || !writers_only) && r->lo < lo + n && lo < r->lo + r->n) {
-                    *on = s;
-                    return t;
+            for (task_t *t = s->head; t; t = t->next) {
+                if (except && ordered_after(except, UINT64_MAX, s, t->seq, 8)) continue; /* waited for */
+                for (int i = 0; i < t->nrefs; i++) {
+                    const task_ref *r = &t->refs[i];
+                    if ((r->write || !writers_only) && r->lo < lo + n && lo < r->lo + r->n) {
+                        *on = s;
+                        return t;
+                    }
                 }
             }
     return NULL;
@@ -296,8 +373,8 @@ static void stream_name(const stream_t *s, char *buf, size_t len) {
 }
 
 /* Work about to be queued on s that uses memory that work queued on another stream writes (or, when
-   it writes, uses): the two are not ordered (CANN orders streams with aclrtStreamWaitEvent, which the
-   simulator does not model), so a device would race them.  Returns 0 or CANNSIM_ERR_QUEUED_WORK with
+   it writes, uses), with no wait queued on s for that work (aclrtStreamWaitEvent, also through other
+   streams' waits): the two are not ordered, so a device would race them.  Returns 0 or CANNSIM_ERR_QUEUED_WORK with
    the message set.  Lock held. */
 int cross_stream_race(const char *func, const stream_t *s, const task_ref *refs, int nrefs) {
     for (int i = 0; i < nrefs; i++) {
@@ -310,8 +387,8 @@ int cross_stream_race(const char *func, const stream_t *s, const task_ref *refs,
         stream_name(on, theirs, sizeof theirs);
         return cannsim_fail(CANNSIM_ERR_QUEUED_WORK,
                             "%s: work for %s %s %p, which work queued on %s (%s) %s and has not completed. Rule: "
-                            "work on two streams is not ordered (order it with an event, or synchronize the other "
-                            "stream first); a device would race the two silently (simulator-only code %d)",
+                            "work on two streams is not ordered unless a wait orders it (aclrtRecordEvent on the other "
+                            "stream, then aclrtStreamWaitEvent on this one) or the other stream was synchronized first; a device would race the two silently (simulator-only code %d)",
                             func, mine, refs[i].write ? "writes" : "reads", (void *)refs[i].lo, theirs, t->origin,
                             refs[i].write ? "uses" : "writes", CANNSIM_ERR_QUEUED_WORK);
     }
