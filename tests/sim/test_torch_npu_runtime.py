@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
+
 from acl_bindings import sim
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,8 +130,9 @@ out["zero_view"] = run("aclnnInplaceZero", every_other) + [list(struct.unpack("6
 out["zero_null"] = run("aclnnInplaceZero", None)
 out["zero_bad_dtype"] = run("aclnnInplaceZero", tensor([2], 8, d))  # UINT32: not in its dtype list
 # tensor times or plus a scalar or a (broadcast) tensor, into out
-def scalar(v, dtype=0):
-    return nn.aclCreateScalar(C.byref(C.c_float(v) if dtype == 0 else C.c_int64(v)), dtype)
+def scalar(v, dtype=0):  # float32, float64 (11: what torch_npu passes for a Python float), else an int64's bytes
+    return nn.aclCreateScalar(C.byref(C.c_float(v) if dtype == 0 else C.c_double(v) if dtype == 11 else
+                                      C.c_int64(v)), dtype)
 def floats(p, n=6):
     return list(struct.unpack(f"{n}f", host(p, 4 * n)))
 put(a, struct.pack("6f", 1, 2, 3, 4, 5, 6))
@@ -141,9 +144,30 @@ out["mul"] = run("aclnnMul", ta, row, tb) + [floats(b)]  # row broadcasts over t
 out["add"] = run("aclnnAdd", ta, row, scalar(-1.0), tb) + [floats(b)]
 out["mul_null_out"] = run("aclnnMuls", ta, scalar(3.0), None)
 out["mul_bad_broadcast"] = run("aclnnMul", ta, tbad, tb)
-out["muls_out_dtype"] = run("aclnnMuls", ta, scalar(3.0), tensor([2, 3], 1, b))
-out["mul_other_dtype"] = run("aclnnMul", ta, tensor([3], 1, c), tb)
-out["muls_int_self_float_scalar"] = run("aclnnMuls", tensor([2], 3, d), scalar(0.5), tensor([2], 3, d))
+# type promotion (CANN on Atlas A2/A3): inputs cast to the compute dtype, the result cast to out's
+e = dev(64); i = dev(64); o = dev(64)
+out["muls_out_dtype"] = run("aclnnMuls", ta, scalar(3.0), tensor([2, 3], 1, b)) + [
+    list(struct.unpack("6e", host(b, 12)))]  # float32 computed, cast into a float16 out
+put(e, struct.pack("3e", 0.5, 1.5, -2))
+out["mul_other_dtype"] = run("aclnnMul", ta, tensor([3], 1, e), tb) + [floats(b)]  # float32 x a float16 row
+put(i, struct.pack("2i", 3, -5))
+out["muls_int_self_float_scalar"] = run("aclnnMuls", tensor([2], 3, i), scalar(0.5, 11), tensor([2], 0, o)) + [
+    floats(o, 2)]  # int32 x a double: float32 (out float32), as torch_npu's int_tensor * 0.5
+out["adds_int_self_float_scalar"] = run("aclnnAdds", tensor([2], 3, i), scalar(0.5, 11), scalar(1, 9),
+                                        tensor([2], 0, o)) + [floats(o, 2)]
+put(e, struct.pack("2e", 3.0, -7.0))
+out["muls_half_scalar_rounded"] = run("aclnnMuls", tensor([2], 1, e), scalar(0.1, 11), tensor([2], 1, o)) + [
+    list(struct.unpack("2e", host(o, 4)))]  # float16 self: the scalar is cast to float16 first
+put(i, struct.pack("2i", 4, -6))
+out["muls_int_out_no_check"] = run("aclnnMuls", tensor([2], 3, i), scalar(0.5), tensor([2], 3, o)) + [
+    list(struct.unpack("2i", host(o, 8)))]  # float32 computed into int32: A2/A3 Muls checks no cast
+out["mul_out_cast"] = run("aclnnMul", ta, row, tensor([2, 3], 3, o))
+out["add_alpha_cast"] = run("aclnnAdd", tensor([2], 3, i), tensor([2], 3, i), scalar(0.5), tensor([2], 3, o))
+put(e, bytes([1, 0]))
+out["adds_bool_true"] = run("aclnnAdds", tensor([2], 12, e), scalar(1, 12), scalar(1, 12), tensor([2], 3, o)) + [
+    list(struct.unpack("2i", host(o, 8)))]  # computed in bool: True + True is 1
+out["adds_bool_alpha"] = run("aclnnAdds", tensor([2], 12, e), scalar(1, 12), scalar(1.5), tensor([2], 12, o))
+out["adds_out_bool"] = run("aclnnAdds", tensor([2], 3, i), scalar(1, 9), scalar(1, 9), tensor([2], 12, o))
 # counted and fault-injectable like every other simulated function: one modelled, one not supported
 rt.cannsimCallCount.restype = C.c_int64
 counted = [rt.cannsimCallCount(n) for n in (b"aclrtSetDeviceSatMode", b"aclrtMapMem")]
@@ -160,7 +184,9 @@ def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
     script = tmp_path / "raw.py"
     script.write_text(textwrap.dedent(RAW))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_SIM_", "ASCEND_"))}
-    proc = subprocess.run([sys.executable, str(script), str(sim.LIB64)], env=env, capture_output=True, text=True,
+    # .ci/run's sanitizer step (SIM_SANITIZE=1, libasan in LD_PRELOAD) runs it on the ASan+UBSan tree
+    lib = sim.ROOT / "lib64-sanitize" if os.environ.get("SIM_SANITIZE") == "1" else sim.LIB64
+    proc = subprocess.run([sys.executable, str(script), str(lib)], env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -196,8 +222,27 @@ def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
     assert out["add"] == [0, 0, [0.0, 0.0, -1.0, 3.0, 3.0, 2.0]]
     assert out["mul_null_out"][0] == 161001 and "out is NULL" in out["mul_null_out"][1]
     assert out["mul_bad_broadcast"][0] == 161002 and "broadcast" in out["mul_bad_broadcast"][1]
-    assert out["muls_out_dtype"][0] == 161002 and "self's dtype" in out["muls_out_dtype"][1]
-    assert out["mul_other_dtype"][0] == 161002 and "other has dtype 1 but self has 0" in out["mul_other_dtype"][1]
-    assert out["muls_int_self_float_scalar"][0] == 161002 and "promotion" in out["muls_int_self_float_scalar"][1]
+    assert out["muls_out_dtype"] == [0, 0, [3.0, 6.0, 9.0, 12.0, 15.0, 18.0]]
+    assert out["mul_other_dtype"] == [0, 0, [0.5, 3.0, -6.0, 2.0, 7.5, -12.0]]
+    assert out["muls_int_self_float_scalar"] == [0, 0, [1.5, -2.5]]
+    assert out["adds_int_self_float_scalar"] == [0, 0, [3.5, -4.5]]
+    half_tenth = float(np.float16(0.1))  # 0.0999755859375, not 0.1
+    assert out["muls_half_scalar_rounded"] == [0, 0, [float(np.float16(3 * half_tenth)),
+                                                      float(np.float16(-7 * half_tenth))]]
+    assert float(np.float16(3 * half_tenth)) != float(np.float16(np.float32(3) * np.float32(0.1)))  # it shows
+    assert out["muls_int_out_no_check"] == [0, 0, [2, -3]]
+    assert out["mul_out_cast"][0] == 161002, out["mul_out_cast"]
+    assert out["mul_out_cast"][1].startswith("aclnnMulGetWorkspaceSize: out has dtype int32, which the promoted "
+                                             "dtype float32 cannot be cast to (no floating to integral)")
+    assert out["add_alpha_cast"][0] == 161002
+    assert out["add_alpha_cast"][1].startswith("aclnnAddGetWorkspaceSize: alpha has dtype float32, which cannot be "
+                                               "cast to the promoted dtype int32 (no floating to integral)")
+    assert out["adds_bool_true"] == [0, 0, [1, 1]]
+    assert out["adds_bool_alpha"][0] == 161002
+    assert out["adds_bool_alpha"][1].startswith("aclnnAddsGetWorkspaceSize: alpha has dtype float32, which cannot "
+                                                "be cast to the promoted dtype bool (a bool sum takes an integral")
+    assert out["adds_out_bool"][0] == 161002
+    assert out["adds_out_bool"][1].startswith("aclnnAddsGetWorkspaceSize: out has dtype bool, which the promoted "
+                                              "dtype int32 cannot be cast to (no non-bool to bool)")
     assert out["counted_faulted"][:3] == [3, 1, 107000] and "injected fault" in out["counted_faulted"][3]
     assert out["counted_faulted"][4:] == [507899, 0]

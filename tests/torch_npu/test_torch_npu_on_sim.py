@@ -128,6 +128,36 @@ out["arith_calls"] = delta(sim, c)
 want = [g * 3.0 + 1.0, g * b, g + b, torch.add(g, b, alpha=-2)]
 out["arith_equal"] = [bool(torch.equal(r.cpu(), w)) for r, w in zip(got, want)]
 
+# mixed dtypes: CANN's type promotion; each case's dtype and bits against torch's CPU result, and the operator run
+def bits(t):
+    ints = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
+            torch.float64: torch.int64}
+    return t.view(ints[t.dtype]) if t.dtype in ints else t
+h = torch.tensor([1.0009765625, 3.0, 0.333, -1000.5, 7.77], dtype=torch.float16)
+f = torch.tensor([0.1, 2.5, -3.7, 1e-3, 1 / 3])
+i32 = torch.tensor([1, -2, 3, 7, 2 ** 24 + 1], dtype=torch.int32)
+PROMO = {
+    "int64_times_float": lambda d: torch.arange(5).to(d) * 0.5,
+    "int32_plus_float": lambda d: i32.to(d) + 0.5,
+    "float32_times_int32": lambda d: f.to(d) * i32.to(d),
+    "float16_times_0dim_float32": lambda d: h.to(d) * torch.tensor(0.1).to(d),
+    "float16_plus_float32": lambda d: h.to(d) + f.to(d),
+    "float16_times_host_0dim_float32": lambda d: h.to(d) * torch.tensor(2.5),
+    "bfloat16_times_float": lambda d: h.bfloat16().to(d) * 0.1,
+}
+out["promo"] = {}
+for name, fn in PROMO.items():
+    want = fn("cpu")
+    c = counters(sim, ["aclnnMul", "aclnnMuls", "aclnnAdd", "aclnnAdds"])
+    got = fn("npu").cpu()
+    out["promo"][name] = {"calls": {k: v for k, v in delta(sim, c).items() if v}, "dtype": [str(got.dtype),
+                          str(want.dtype)], "bits_equal": bool(torch.equal(bits(got), bits(want)))}
+# a host 0-dim tensor (or a Python float) times a float16 tensor is aclnnMuls, whose compute dtype is float16: the
+# scalar is cast to float16 first (torch's CPU kernel keeps it in float32)
+got = (h.npu() * torch.tensor(0.1)).cpu()
+out["promo_half_scalar"] = [bool(torch.equal(bits(got), bits(h * torch.tensor(0.1).half()))),
+                            bool(torch.equal(bits(got), bits(h * torch.tensor(0.1))))]
+
 # the package's own torch paths on torch_npu tensors: zero-copy, on torch_npu's current stream
 xn = x.npu()
 gn = torch.randn((2, 3) + size, generator=gen).npu()
@@ -371,6 +401,27 @@ def test_arithmetic_on_the_device(torch_npu_first) -> None:
     assert out["arith_calls"] == {"aclnnMul": 1, "aclnnMuls": 1, "aclnnAdd": 2, "aclnnAdds": 1, "aclrtMemcpy": 0,
                                   "aclrtMemcpyAsync": 0}, out["arith_calls"]
     assert out["arith_equal"] == [True] * 4  # bit for bit torch's CPU result
+
+
+PROMO_CALLS = {"int64_times_float": "aclnnMuls", "int32_plus_float": "aclnnAdds", "float32_times_int32": "aclnnMul",
+               "float16_times_0dim_float32": "aclnnMul", "float16_plus_float32": "aclnnAdd",
+               "float16_times_host_0dim_float32": "aclnnMuls", "bfloat16_times_float": "aclnnMuls"}
+
+
+@pytest.mark.parametrize("case", sorted(PROMO_CALLS))
+def test_mixed_dtypes_promote_as_torch_does(torch_npu_first, case: str) -> None:
+    """CANN's promotion (mul_add.c): dtype and bits of torch's CPU result, through the aclnn operator."""
+    _, out, _ = torch_npu_first
+    rec = out["promo"][case]
+    assert rec["calls"] == {PROMO_CALLS[case]: 1}, rec
+    assert rec["dtype"][0] == rec["dtype"][1], rec
+    assert rec["bits_equal"] is True, rec
+
+
+def test_a_float16_tensor_times_a_scalar_rounds_the_scalar_to_float16(torch_npu_first) -> None:
+    """aclnnMuls computes a float16 self in float16 on Atlas A2/A3: not torch's CPU result for 0.1."""
+    _, out, _ = torch_npu_first
+    assert out["promo_half_scalar"] == [True, False]
 
 
 def test_package_torch_paths_are_zero_copy_on_the_current_stream(torch_npu_first) -> None:

@@ -54,6 +54,12 @@ void ew_store(int dtype, void *p, double v) {
     }
 }
 
+double ew_round(int dtype, double v) {
+    unsigned char b[8] = {0};
+    ew_store(dtype, b, v);
+    return ew_load(dtype, b);
+}
+
 int64_t ew_numel(const ew_view *v) {
     int64_t n = 1;
     for (int64_t i = 0; i < v->ndim; i++) n *= v->size[i];

@@ -13,6 +13,8 @@
 int ew_dtype_ok(int dtype);
 double ew_load(int dtype, const void *p);
 void ew_store(int dtype, void *p, double v);
+/* v as ew_store would round it into dtype, read back (a Cast into dtype and out again). */
+double ew_round(int dtype, double v);
 
 /* A view: sizes and element strides (ndim <= 25); data already points at the view's first element. */
 typedef struct {
