@@ -1473,12 +1473,11 @@ def test_event_flags_reset_query_and_destroy_follow_cann(sim):
     sim(ASYNC_HELPERS + EVENT_HELPERS + """
         init(0)
         e = vp()
+        old_, ex_ = rt.aclrtCreateEventWithFlag, rt.aclrtCreateEventExWithFlag
         for create, flag, code, word in [
-                (rt.aclrtCreateEventWithFlag, 0, RT_PARAM, "flag 0"), (rt.aclrtCreateEventWithFlag, 0x40, RT_PARAM, "0x40"),
-                (rt.aclrtCreateEventExWithFlag, 0, RT_PARAM, "flag 0"), (rt.aclrtCreateEventExWithFlag, 0x20, RT_PARAM, "0x20"),
-                (rt.aclrtCreateEventExWithFlag, 0x41, RT_PARAM, "cannot be combined"),
-                (rt.aclrtCreateEventWithFlag, 0x21, RT_PARAM, "cannot be combined"),
-                (rt.aclrtCreateEventExWithFlag, 0x40, FEATURE_NOT_SUPPORT, "IPC")]:
+                (old_, 0, RT_PARAM, "flag 0"), (old_, 0x40, RT_PARAM, "0x40"), (ex_, 0, RT_PARAM, "flag 0"),
+                (ex_, 0x20, RT_PARAM, "0x20"), (ex_, 0x41, RT_PARAM, "cannot be combined"),
+                (old_, 0x21, RT_PARAM, "cannot be combined"), (ex_, 0x40, FEATURE_NOT_SUPPORT, "IPC")]:
             expect(create(C.byref(e), flag), code, word)
         expect(rt.aclrtCreateEventExWithFlag(None, 1), INVALID_PARAM, "event is NULL")
         old, ex = event(0xE), event(0x9, ex=True)       # torch_npu's ACL_EVENT_DEFAULT; timing + sync

@@ -117,4 +117,4 @@ def test_torch_npu_streams_and_events(_children, case: str) -> None:
     assert out["ok"], (out, done.stderr[-3000:])
     noise = [ln for ln in (done.stdout + done.stderr).splitlines()
              if "[WARN]" in ln or "Failed to find function" in ln or "not supported" in ln.lower()]
-    assert not noise, f"torch_npu printed what it prints only on the simulator:\n" + "\n".join(noise)
+    assert not noise, "torch_npu printed what it prints only on the simulator:\n" + "\n".join(noise)
