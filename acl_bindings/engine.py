@@ -89,8 +89,8 @@ class Call:
 
     Attributes: ``plan`` (a repeatable executor, else one-shot), ``fallback`` (a refused plan's error, else None),
     ``workspace_size`` (the latest phase 1's), ``calls`` (completed runs), ``checked`` (set by an operator package
-    whose host checks passed: a repeat may skip them), ``retry_after`` (one-shot runs before a refused plan is
-    asked for again, 64)."""
+    whose host checks passed: a repeat may skip them), ``kept`` (values whose arrays it keeps), ``retry_after``
+    (one-shot runs before a refused plan is asked for again, 64)."""
 
     retry_after = 64
 
@@ -104,6 +104,9 @@ class Call:
         self._size = c_uint64()  # the latest phase 1's workspace size, passed to phase 2 as itself
         self.calls = 0
         self.checked = False
+        #: device arrays the owner's one-call form keeps with this call shape for the next host call of it (values
+        #: in schema order, or None); closed with the call
+        self.kept: Optional[tuple[Any, ...]] = None
         self._retry_left = 0
         self._values = [v.arg if tensor else v for tensor, v in zip(op.tensor_flags, values)]
         self._descriptors: Optional[_Descriptors] = None
@@ -236,8 +239,9 @@ class Call:
     def close(self) -> None:
         """Destroy the executor, then the descriptors; a refused release stays owned for the next close() to retry.
         Raises the first error."""
-        self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None]
-        self._executor = self._descriptors = None
+        kept = [v for tensor, v in zip(self.op.tensor_flags, self.kept or ()) if tensor]
+        self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None] + kept
+        self._executor = self._descriptors = self.kept = None
         first = self._release_stale(Exception)
         if first is not None:
             raise first

@@ -16,6 +16,7 @@ from ._resource import releases_allowed, run_all
 from .allocator import CachingAllocator, PooledBuffer, StreamClock
 from .arrays import DeviceArray, check_extent, offset_in_base, positive_strides
 from .engine import Call, CallCache, check_values, plan_key
+from .enums import MemcpyKind
 from .errors import AclnnParamError, ClosedError
 from .memory import host_bytes, host_span
 from .meta import contiguous_strides
@@ -48,6 +49,7 @@ class Session:
         self.plans = CallCache()
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
         self._prepared: set[Any] = set()  # owned until their close() or the session's (dropped ones too)
+        self._host: dict[Any, tuple[Any, Call]] = {}  # a host call's key -> its plan key and kept Call (_keep_host)
         self._lock = threading.RLock()
         #: When work on the stream is known done (the caching allocator reuses blocks by it)
         self.clock = StreamClock()
@@ -139,6 +141,10 @@ class Session:
         with self._lock, self._active():
             self._sync()
             self.workspace.release()  # (kept between calls: it is memory no call uses now)
+            self._host.clear()
+            for call in self.plans.calls.values():  # the arrays kept for host calls (_keep_host) go back first
+                arrays, call.kept = call.kept or (), None
+                run_all([v.close for v in arrays if isinstance(v, DeviceArray)])
             self.allocator.empty_cache()
 
     def _sync_if_pending(self) -> None:
@@ -231,6 +237,46 @@ class Session:
         self.last_workspace_size = size
         self.last_path = "plan" if call.plan else "one-shot"
         return call
+
+    def _host_repeat(self, key: Any, op: TwoPhaseOp, array: np.ndarray) -> Optional[np.ndarray]:
+        """A repeat of a one-call form on a C-contiguous numpy *array* (numpy out) whose *key* (everything its host
+        checks read) passed them before: the kept call and arrays (:meth:`_keep_host`), one copy up, the launch,
+        one copy down.  None when nothing is kept for *key*: the caller runs the full call."""
+        entry = self._host.get(key)
+        if entry is None:
+            return None
+        addr, nbytes = array.__array_interface__["data"][0], array.nbytes  # (C-contiguous: the key says so)
+        if addr % array.itemsize:  # (not in the key: the full call refuses it, naming the address)
+            return None
+        with self._lock, self._active():
+            pkey, call = entry
+            values = call.kept
+            if values is None or self.plans.get(pkey) is not call:  # evicted or emptied: its arrays went with it
+                del self._host[key]
+                return None
+            self._sync_if_pending()  # (an interrupted call's queued work may still read the kept input)
+            if nbytes:
+                lib.aclrtMemcpy(values[op.inputs[0]].buffer.ptr, nbytes, addr, nbytes, MemcpyKind.HOST_TO_DEVICE)
+            self._run(op, values, call=call)
+            dst = values[op.outputs[0]]
+            result = np.empty(dst.shape, dst.dtype)  # (a new C-contiguous array, as the full call returns)
+            self.clock.sync()
+            if result.nbytes:
+                lib.aclrtMemcpy(result.__array_interface__["data"][0], result.nbytes, dst.buffer.ptr, result.nbytes,
+                                MemcpyKind.DEVICE_TO_HOST)
+        return result
+
+    def _keep_host(self, key: Any, op: TwoPhaseOp, call: Call, values: Sequence[Any]) -> bool:
+        """After a one-call form passed its host checks and ran on *values* (its own new contiguous arrays): keep
+        them with *call* for :meth:`_host_repeat` of *key*; False when the call keeps other arrays of its shape
+        already (the caller releases its own; *key* repeats on those)."""
+        if len(self._host) >= 2 * self.plans.capacity:  # (entries of evicted calls)
+            self._host = {k: e for k, e in self._host.items() if e[1].kept is not None}
+        self._host[key] = (plan_key(op, values), call)
+        if call.kept is not None:
+            return False
+        call.kept = tuple(values)
+        return True
 
     def prepare_call(self, op: TwoPhaseOp, values: Sequence[Any], *, plan: bool = True,
                      sync: bool = True) -> PreparedCall:

@@ -103,15 +103,21 @@ class Session(_generic.Session):
         Returns *out* when given; else numpy for numpy, a CPU torch tensor for one (its dtype), a device array for one.
         """
         output_size = _once(output_size)
+        key = _host_key(_forward.OP, input, out, layout, (output_size,), (scales_d, scales_h, scales_w), strict)
+        if key is not None:
+            result = self._host_repeat(key, _forward.OP, input)
+            if result is not None:
+                return result
 
         def check(x_spec: checks.TensorSpec, y_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
             return _forward.check(x_spec, y_spec, output_size, scales_d, scales_h, scales_w, strict=strict)
 
-        def launch(x: DeviceArray, y: DeviceArray) -> None:
+        def launch(x: DeviceArray, y: DeviceArray) -> tuple[Any, Sequence[Any]]:
             scales = checks.normalize_scales(scales_d, scales_h, scales_w, _forward.PHASE1)
-            self.run(_forward.OP, x, tuple(int(v) for v in output_size), *scales, y)
+            values = self.values_of(_forward.OP, (x, tuple(int(v) for v in output_size), *scales, y))
+            return self._run(_forward.OP, values), values
 
-        return self._one_call(input, out, layout, _FORWARD_NAMES, check, launch)
+        return self._one_call(input, out, layout, _FORWARD_NAMES, check, launch, key, _forward.OP)
 
     def backward(self, grad_output: ArrayLike, output_size: Sequence[int], input_size: Sequence[int],
                  scales_d: Optional[float] = None, scales_h: Optional[float] = None,
@@ -139,6 +145,12 @@ class Session(_generic.Session):
         if type(grad_output) is DeviceArray and type(out) is DeviceArray and strict is True and \
                 self._repeat(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), out):
             return out
+        key = _host_key(OP, grad_output, out, layout, (output_size, input_size), (scales_d, scales_h, scales_w),
+                        strict)
+        if key is not None:
+            result = self._host_repeat(key, OP, cast(np.ndarray, grad_output))
+            if result is not None:
+                return result
         in_shape = checks.result_shape(input_size, layout)
 
         def check(go_spec: checks.TensorSpec, gi_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
@@ -149,12 +161,14 @@ class Session(_generic.Session):
                                 strict=strict)
             return in_shape
 
-        def launch(go: DeviceArray, gi: DeviceArray) -> None:
-            call = self._run(OP, self._values(go, output_size, input_size, (scales_d, scales_h, scales_w), gi))
+        def launch(go: DeviceArray, gi: DeviceArray) -> tuple[Any, Sequence[Any]]:
+            values = self._values(go, output_size, input_size, (scales_d, scales_h, scales_w), gi)
+            call = self._run(OP, values)
             if strict is True:
                 call.checked = True  # the strict host checks passed for this call shape: a repeat skips them
+            return call, values
 
-        return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch)
+        return self._one_call(grad_output, out, layout, _BACKWARD_NAMES, check, launch, key, OP)
 
     def _repeat(self, go: DeviceArray, output_size: Any, input_size: Any, scales: tuple[Any, Any, Any],
                 gi: DeviceArray) -> bool:
@@ -173,9 +187,11 @@ class Session(_generic.Session):
 
     def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,
                   check: Callable[[checks.TensorSpec, Optional[checks.TensorSpec]], tuple[int, ...]],
-                  launch: Callable[[DeviceArray, DeviceArray], Any]) -> Any:
+                  launch: Callable[[DeviceArray, DeviceArray], tuple[Any, Sequence[Any]]],
+                  key: Any = None, op: Any = None) -> Any:
         """The one-call form of a one-input, one-output operator: *check* (host checks, giving the result's shape),
-        uploads, *launch*; the arrays made here are closed afterwards, on error paths too."""
+        uploads, *launch* (giving its call and values); the arrays made here are closed afterwards, on error paths
+        too, but where *key* (:func:`_host_key`) is given: they are kept with the call for its repeats."""
         out_tensor = out if is_tensor(out) else None
         in_tensor = is_tensor(inp)
         inp = host_view(inp, names.in_label)
@@ -204,10 +220,15 @@ class Session(_generic.Session):
                 dst = out if isinstance(out, DeviceArray) else self._track(
                     self.empty(out_shape, src.dtype, layout) if out is None
                     else self._upload(out, layout, names.out_param, names.func), owned)
-                launch(src, dst)
+                call, values = launch(src, dst)
                 if isinstance(inp, DeviceArray) and out is None:
                     owned.remove(dst)  # (a device array in: the new result stays on the device)
-                result = dst.download(out) if dst in owned else dst  # (into *out*, else a new array)
+                if key is not None and src.offset == 0 and self._keep_host(key, op, call, values):
+                    owned.remove(src)  # kept with the call for the next call of this key
+                    owned.remove(dst)
+                    result = dst.download()
+                else:
+                    result = dst.download(out) if dst in owned else dst  # (into *out*, else a new array)
             except BaseException:
                 # report the first error; a release refused here stays owned and is retried by close()
                 with contextlib.suppress(Exception):
@@ -258,6 +279,26 @@ class Session(_generic.Session):
                     times.append(end.elapsed_ms(start))
             self._sync()
             return times
+
+
+_INT, _SCALE = {int}, {type(None), float}
+
+
+def _host_key(op: Any, inp: Any, out: Any, layout: Any, sizes: tuple[Any, ...], scales: tuple[Any, ...],
+              strict: Any) -> Optional[tuple[Any, ...]]:
+    """The key of a one-call form with a C-contiguous numpy input and no *out*: everything the host checks read
+    (shape, dtype, strides, layout, the sizes and scales with their types, strict); None for any other call, which
+    always runs in full.  A key that passed its checks once repeats on the arrays kept with its call."""
+    if out is not None or type(inp) is not np.ndarray or not inp.flags.c_contiguous or type(layout) is not str:
+        return None
+    flat: tuple[Any, ...] = ()
+    for size in sizes:
+        if type(size) is not tuple:
+            return None
+        flat += size
+    if not set(map(type, flat)) <= _INT or not set(map(type, scales)) <= _SCALE or type(strict) is not bool:
+        return None
+    return (op.name, inp.shape, inp.dtype, inp.strides, layout, sizes, scales, strict)
 
 
 def _once(sizes: Any) -> Any:
