@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from acl_bindings import Executor, IntArray, Stream, Tensor, TwoPhaseOp, soc_name
+from acl_bindings import Executor, IntArray, Stream, Tensor, TwoPhaseOp, soc_name, socs
 from acl_bindings.op import double, input_tensor, int_array, output_tensor
 
 from . import forward_checks
@@ -48,7 +48,8 @@ def check(x_spec: TensorSpec, y_spec: Optional[TensorSpec], output_size: Any, sc
     if y_spec is None:
         y_spec = TensorSpec(shape, x_spec.dtype, x_spec.format)
     name = soc_name()
-    soc = "310p" if name.startswith("Ascend310P") else soc_family(name)  # (the variant of this machine's SoC)
+    # the variant of this machine's SoC, by its kernel directory (acl_bindings.socs, as the simulator decides it)
+    soc = "310p" if socs.kernel_dir(name) == "ascend310p" else soc_family(name)
     forward_checks.check_forward_params(x_spec, output_size, scales_d, scales_h, scales_w, y_spec, soc=soc,
                                         strict=strict)
     return shape

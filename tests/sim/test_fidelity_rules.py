@@ -582,6 +582,22 @@ def test_binding_two_failures_in_a_row_each_report_their_own_message(no_leaks, s
             assert f"device id {dev} " in detail and "\n" not in detail, (run_on, got)
 
 
+def test_binding_detail_holds_every_message_since_the_last_read(no_leaks, session: Session) -> None:
+    """RT error_manager.cc keeps every report since the last read (oldest first): a failure whose status was not
+    checked (so whose message nobody read) comes before the failing call's own message in its detail."""
+    from acl_bindings import lib, recent_error_message
+
+    assert lib.unchecked("aclrtSetDevice")(100) != 0   # not read: its message stays in the thread's list
+    with pytest.raises(AclError) as info:
+        lib.aclrtSetDevice(101)
+    lines = info.value.detail.splitlines()
+    assert len(lines) == 2 and "device id 100 " in lines[0] and "device id 101 " in lines[1], lines
+    assert recent_error_message() == ""                # read once: nothing new
+    with pytest.raises(AclError) as info:              # the next failure has its own message only
+        lib.aclrtSetDevice(100)
+    assert "device id 100 " in info.value.detail and "\n" not in info.value.detail, info.value.detail
+
+
 # ------------------------------------------------------------------------------- mixed layouts: ViewCopy refuses
 
 def test_raw_mixed_layouts_are_refused_at_view_copy(raw) -> None:

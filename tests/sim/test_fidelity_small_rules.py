@@ -15,6 +15,7 @@ import pytest
 
 import acl_bindings as ab
 from acl_bindings import ClosedError, lib, sim
+from acl_bindings.socs import FIXED_WORKSPACE
 from upsample3d_grad import Session, reference
 
 # ------------------------------------------------------------------------------- memory
@@ -303,7 +304,7 @@ def test_raw_the_op_cache_key_holds_the_deterministic_level_and_dump_turns_cachi
 
 # ------------------------------------------------------------------------------- workspace sizes (item 7)
 
-MIB16 = 16 << 20
+MIB16 = FIXED_WORKSPACE  # the tilings' fixed 16 MiB (acl_bindings/sim/src/socs.json)
 
 
 def _plan(*sizes: int) -> int:

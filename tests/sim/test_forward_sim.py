@@ -35,6 +35,7 @@ from acl_bindings import (
 )
 from acl_bindings._codes import CANNSIM_ERR_QUEUED_WORK
 from acl_bindings.op import double, input_tensor, int_array, output_tensor
+from acl_bindings.socs import FIXED_WORKSPACE
 from upsample3d_grad.reference import forward as rf
 
 # declared by name and argument schema (cann-abi.md §1.4)
@@ -44,7 +45,7 @@ BACKWARD = TwoPhaseOp("UpsampleNearestExact3dBackward", (
     input_tensor("gradOut"), int_array("outputSize"), int_array("inputSize"), double("scalesD"), double("scalesH"),
     double("scalesW"), output_tensor("gradInput")))
 SOC_950 = "Ascend950PR_SIMULATED"  # the Ascend950 prefix: IsRegBase (OCV common/inc/op_api/aclnn_check.h)
-SOC_310P = "Ascend310P3_SIMULATED"
+SOC_310P = "Ascend310P3"  # in nnopbase's SoC table (acl_bindings/sim/src/socs.json): the ascend310p kernels
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BF16)
 NULLPTR, INVALID, INNER, INNER_NULLPTR = 161001, 161002, 561000, 561103
@@ -330,7 +331,7 @@ def test_a_scale_with_two_reciprocals_moves_a_tie_by_soc(gpu: Any, monkeypatch: 
     assert y[0, 0, 16, 0, 0] == (14.0 if soc else 15.0)
     family = rf.soc_family(soc or "CANN-Simulator")
     assert np.array_equal(y, rf.upsample_nearest_exact3d_forward(x, (17, 1, 1), 1.1, 1.0, 1.0, soc=family))
-    assert (size >= 16 << 20) == bool(soc)  # the 950 tiling asks for 16 MiB (facts §3.3)
+    assert (size >= FIXED_WORKSPACE) == bool(soc)  # the 950 tiling asks for 16 MiB (facts §3.3)
 
 
 @pytest.mark.parametrize("soc", ["", SOC_950])
@@ -353,7 +354,7 @@ def test_the_950_refuses_a_null_workspace_it_would_ignore_silently(gpu: Any, mon
         tx, ty = Tensor(GOOD[0], np.float32, bx), Tensor(GOOD[5], np.float32, by)
         with tx, ty:
             size, executor = OP.get_workspace_size(tx, osz, 0.0, 0.0, 0.0, ty, keep=(tx, ty, osz))
-            assert size >= 16 << 20
+            assert size >= FIXED_WORKSPACE
             with pytest.raises(AclError) as info:
                 OP.execute(None, 0, executor, stream)
             assert info.value.code == NULLPTR and "workspace is NULL" in info.value.detail

@@ -462,6 +462,61 @@ def test_recent_error_is_per_thread_kept_on_read_newest_first(sim):
     """)
 
 
+def test_recent_error_keeps_every_message_since_the_last_read_in_order(sim):
+    # RT error_manager.cc: each report is appended to the thread's list (ReportErrMessage / ReportInterErrMessage;
+    # one equal to a message already there is left out), a read takes them all and clears the list
+    # (GetErrorMessage, GetRawErrorMessages); acl.cpp aclGetRecentErrMsgImpl puts them in front of the old text
+    sim("""
+        ok(rt.aclInit(None))
+        assert err() is None
+        for dev in (100, 101, 100, 102):               # three distinct failures, one repeated, no read between
+            assert rt.aclrtSetDevice(dev) == RT_DEVID
+        m = err()
+        lines = m.split("\\n")
+        assert len(lines) == 3, m                      # the repeat is left out
+        for line, dev in zip(lines, (100, 101, 102)):  # oldest first
+            assert line.startswith("aclrtSetDevice: device id %d " % dev), (line, m)
+        assert err() == m                              # the read cleared the list: nothing new in front
+        assert rt.aclrtSetDevice(100) == RT_DEVID      # after a read the same text is new again
+        m2 = err()
+        assert m2 == lines[0] + "\\n" + m, m2
+
+        def worker(_):                                 # per thread: another thread's list is its own
+            assert err() is None
+            assert rt.aclrtSetDevice(103) == RT_DEVID
+            assert err().startswith("aclrtSetDevice: device id 103 ")
+        run_threads(worker, 4)
+        assert err() == m2                             # nothing of the workers'
+    """)
+
+
+def test_recent_error_list_is_bounded_keeping_the_oldest(sim):
+    # CANN skips reports once a thread's list holds more than 1000 (error_manager.cc kMaxWorkSize); the simulator
+    # holds 16 KiB of messages and says how many later ones it left out (sim_core.c PENDING_CAP)
+    sim("""
+        ok(rt.aclInit(None))
+        N = 400
+        for dev in range(1000, 1000 + N):
+            assert rt.aclrtSetDevice(dev) == RT_DEVID
+        m = err()
+        lines = m.split("\\n")
+        assert lines[0].startswith("aclrtSetDevice: device id 1000 "), lines[0]  # the first one, the cause, stays
+        kept = [ln for ln in lines if ln.startswith("aclrtSetDevice")]
+        assert 50 < len(kept) < N and len(m) < 17 * 1024, (len(kept), len(m))
+        assert lines[-1] == "(and %d later messages, left out: the simulator keeps 16384 bytes of them)" % (
+            N - len(kept)), lines[-1]
+        for i, ln in enumerate(kept):
+            assert ln.startswith("aclrtSetDevice: device id %d " % (1000 + i)), (i, ln)
+        assert rt.aclrtSetDevice(5) == RT_DEVID        # the next read starts a new list
+        assert err().startswith("aclrtSetDevice: device id 5 ")
+        for _ in range(5):                             # a text that no longer fits in front replaces the old
+            for dev in range(1000, 1000 + N):
+                rt.aclrtSetDevice(dev)
+            m = err()
+            assert m.startswith("aclrtSetDevice: device id 1000 ") and len(m) < 33 * 1024, len(m)
+    """)
+
+
 def test_thread_without_context_then_shared_context(sim):
     sim("""
         init(0)

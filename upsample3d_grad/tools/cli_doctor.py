@@ -80,7 +80,8 @@ def _doctor(args: argparse.Namespace) -> int:
         print(f"ACL API:        {env['acl_version']}")
     print(f"SoC:            {env['soc_name'] or '?'} - {env['soc_note']}")
     if env["soc_supported"] is False:
-        problems.append(f"the SoC {env['soc_name']} is not supported by the operator")
+        problems.append(f"the SoC {env['soc_name']} is not supported by the operator (it has no kernel for it: "
+                        "a call's phase 2 fails with 561000)")
     count = env["device_count"]
     print(f"devices:        {count}")
     for dev in devices:

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from acl_bindings import AclError, Device, load_backend, runtime, sim
+from acl_bindings import AclError, Device, load_backend, runtime, sim, socs
 
 from ..op import OP
 from . import hostinfo
@@ -17,34 +17,14 @@ DETERMINISM_CANN = "deterministic by default per CANN docs (cann-abi.md §5.5)"
 REFERENCE_TEXT = "upsample3d_grad.reference, convention 'cann' (float32 window law, cann-abi.md §6.5)"
 DETERMINISM_SIM = "deterministic (the simulator's kernel sums in a fixed order)"
 
-#: The Atlas A2 names (cann-abi.md §10.6: nnopbase's SoC table; a bare "Ascend910B" is a legacy 910)
-_A2 = ("Ascend910B1", "Ascend910B2", "Ascend910B2C", "Ascend910B3", "Ascend910B4", "Ascend910B4-1")
-#: The legacy Ascend910 training series, which uses the ascend910/ kernels (no kernel for this operator)
-_LEGACY_910 = ("Ascend910", "Ascend910A", "Ascend910B", "Ascend910ProA", "Ascend910ProB", "Ascend910PremiumA")
-#: SoC name prefix -> (supported, note), most specific prefix first (cann-abi.md §5: ops-cv README and docs).
-_SOC_SUPPORT: tuple[tuple[str, bool, str], ...] = (
-    ("Ascend910_93", True, "supported: Atlas A3 series (Ascend910_93)"),
-    ("Ascend950", True, "supported: Ascend950"),
-    ("Ascend310P", False, "not supported: Atlas 310P (the operator has no kernel for it)"),
-    ("Ascend310B", False, "not supported: Atlas 310B (the operator has no kernel for it)"),
-    ("Ascend310", False, "not supported: Ascend310 (the operator has no kernel for it)"),
-)
+#: The L0 kernel of the backward, whose kernel directories decide where it runs (acl_bindings.socs)
+KERNEL = "UpsampleNearestExact3dGrad"
 
 
 def soc_support(soc: str, is_simulator: bool = False) -> tuple[bool | None, str]:
-    """``(supported, note)`` for this SoC (cann-abi.md §5, §10.6: Atlas A2/A3 and Ascend950 only; None: unknown)."""
-    if is_simulator:
-        return True, "supported (simulated): the CPU simulator follows the Atlas A2/A3 kernel law"
-    name = soc.strip()
-    if name in _A2:
-        return True, f"supported: Atlas A2 series ({name})"
-    if name in _LEGACY_910:
-        return False, (f"not supported: {name} is the legacy Ascend910 training series (its ascend910/ kernels "
-                       "have none for this operator; Atlas A2 is Ascend910B1-B4, B4-1, B2C)")
-    for prefix, supported, note in _SOC_SUPPORT:
-        if name.startswith(prefix):
-            return supported, note
-    return None, f"unknown SoC {name!r}: the operator is documented for Atlas A2/A3 and Ascend950 only"
+    """``(supported, note)`` for the backward on this SoC, as CANN's kernel lookup decides it, and on the simulator as
+    the simulator does (``acl_bindings.socs``; cann-abi.md §11; None: a name CANN's table does not know)."""
+    return socs.kernel_support(KERNEL, soc, simulator=is_simulator)
 
 
 def environment() -> dict[str, Any]:

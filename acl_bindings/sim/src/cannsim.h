@@ -206,9 +206,10 @@ typedef struct {
 } cannsim_key;
 
 /* ---------------------------------------------------------------- internal API (runtime lib) */
-/* Error message of the calling thread (format it as "<function>: ..."); returns `code`. */
+/* Report an error message on the calling thread (format it as "<function>: ..."; one line), appended to the
+   messages since the thread's last aclGetRecentErrMsg unless the same text is already there; returns `code`. */
 CANNSIM_API int cannsim_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The calling thread's pending message (not cleared), or NULL. */
+/* The calling thread's newest pending message (not cleared), or NULL. */
 CANNSIM_API const char *cannsim_peek_error(void);
 /* Count a call of exported function `func` and apply fault injection: returns 0 to proceed, or
    the injected code (the message is already set). */

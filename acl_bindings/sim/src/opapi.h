@@ -87,11 +87,20 @@ typedef struct {
 
 /* Phase 2 of an operator: count the call, start the executor, check the workspace and the tensors'
    memory, queue the kernel on the stream, and consume (or release) the executor. */
-/* Whether the SoC the simulator answers for is a legacy Ascend910 (Ascend910, Ascend910A, the bare Ascend910B,
-   Ascend910ProA/ProB, Ascend910PremiumA), whose kernel directory (ascend910/) has no binary for the upsample
-   operators (cann-abi.md §10.6).  Their phase 1 succeeds (the L0 ignores the failed kernel lookup; no tiling
-   ran, so no workspace), and phase 2 fails with 561000 (OpKernel::Run: no binary).  Writes the message. */
-int opapi_no_kernel_for_soc(char *msg, size_t msglen);
+/* The SoC the simulator answers for, as nnopbase looks up its kernels (socs.json, written into cannsim_socs.h by
+   build.py; cann-abi.md §11): its kernel directory ("ascend910b", ...; the simulator's own name is an Atlas A2),
+   or NULL for a name that is not in nnopbase's SoC table. */
+const char *opapi_soc_dir(void);
+/* Whether that directory is dir (e.g. "ascend950": IsRegBase, NpuArch DAV_3510; "ascend310p": DAV_2002). */
+int opapi_soc_is(const char *dir);
+/* Whether op_type (an L0 kernel, as socs.json names it) has a kernel for that SoC that the simulator models.
+   Where it has none (a directory without the operator's kernel config, a name outside the table), the L0
+   ignores the failed lookup, so phase 1 succeeds (no tiling ran: no kernel workspace), and phase 2 fails with
+   561000 (OpKernel::Run: no binary).  Writes why into msg (when not NULL). */
+int opapi_has_kernel(const char *op_type, char *msg, size_t msglen);
+/* Phase 1 on a SoC without the kernel: record the failed lookup as an error message of the thread (the status
+   stays 0), as nnopbase's KernelMgr::GetWorkspace logs it; nothing where the kernel is there. */
+void opapi_note_no_kernel(const char *func, const char *op_type);
 
 aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
                          aclOpExecutor *executor, aclrtStream stream, const opapi_kernel *kernel);
@@ -125,8 +134,9 @@ uint64_t opapi_ws_plan(const opapi_step *steps, int n);
 
 /* The plan of an upsample operator's chain from in to out (the user's tensors): l0op::Contiguous of in,
    a Transpose to NCDHW (NDHWC), a Cast to float32 (to_float: float16/bfloat16 on Atlas A2/A3), the kernel
-   (asking for kernel_ws), the way back, then ViewCopy into out, which only repoints the last result when out is
-   contiguous. */
-uint64_t opapi_upsample_workspace(const aclTensor *in, const aclTensor *out, uint64_t kernel_ws, int to_float);
+   (asking for kernel_ws; kernel_asks 0: no tiling ran, as where the SoC has no kernel, so it asks for nothing),
+   the way back, then ViewCopy into out, which only repoints the last result when out is contiguous. */
+uint64_t opapi_upsample_workspace(const aclTensor *in, const aclTensor *out, uint64_t kernel_ws, int kernel_asks,
+                                  int to_float);
 
 #endif /* CANNSIM_OPAPI_H */

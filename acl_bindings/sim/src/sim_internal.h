@@ -26,8 +26,9 @@ void init_cv(void);          /* (re)initialise g_cv, at load and in a forked chi
    holding it.  Returns whether it is held. */
 int lock_at_exit(void);
 
-/* The calling thread's pending message, moved to a buffer that stays valid until its next call, or
-   NULL; the pending message is cleared (aclGetRecentErrMsg). */
+/* The calling thread's pending messages (every one since the last read, oldest first, one a line), put in front
+   of the text the last read returned, in a buffer that stays valid until its next call, or NULL when there is no
+   text; the pending messages are cleared (aclGetRecentErrMsg). */
 const char *cannsim_take_error(void);
 
 /* Every call of an exported API function starts with this. */

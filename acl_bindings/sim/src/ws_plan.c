@@ -83,7 +83,8 @@ static uint64_t view_bytes(const aclTensor *t, int elem_size) {
     return n;
 }
 
-uint64_t opapi_upsample_workspace(const aclTensor *in, const aclTensor *out, uint64_t kernel_ws, int to_float) {
+uint64_t opapi_upsample_workspace(const aclTensor *in, const aclTensor *out, uint64_t kernel_ws, int kernel_asks,
+                                  int to_float) {
     const int esz = cannsim_dtype_size(in->dtype);
     const uint64_t in_b = view_bytes(in, esz), out_b = view_bytes(out, esz);
     const uint64_t in_f = view_bytes(in, 4), out_f = view_bytes(out, 4);
@@ -94,7 +95,7 @@ uint64_t opapi_upsample_workspace(const aclTensor *in, const aclTensor *out, uin
     if (!opapi_view_is_contiguous(in)) st[n++] = (opapi_step){0, 0, in_b, 0};      /* l0op::Contiguous */
     if (ndhwc) st[n++] = (opapi_step){0, 0, in_b, 0};                                /* Transpose to NCDHW */
     if (to_float) st[n++] = (opapi_step){0, 0, in_f, 0};                             /* Cast to float32 */
-    st[n++] = (opapi_step){kernel_ws, 1, to_float ? out_f : out_b, 0};             /* the kernel */
+    st[n++] = (opapi_step){kernel_ws, kernel_asks, to_float ? out_f : out_b, 0};   /* the kernel */
     if (to_float) st[n++] = (opapi_step){0, 0, out_b, 0};                            /* Cast back */
     if (ndhwc) st[n++] = (opapi_step){0, 0, out_b, 0};                               /* Transpose back */
     if (opapi_view_is_contiguous(out)) st[n - 1].to_user = 1;                        /* ViewCopy repoints it */
