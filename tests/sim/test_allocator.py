@@ -161,13 +161,14 @@ def test_the_cache_is_capped(no_leaks: None, session: Session) -> None:
 
 
 def test_empty_cache_releases_it(no_leaks: None, session: Session) -> None:
-    session.backward(G, *ARGS)
-    before = sim.live_handles()["device_buffer"]
-    cached = session.allocator.blocks
-    assert cached >= 2 and session.allocator.cached_bytes
+    start = sim.live_handles()["device_buffer"]
+    session.backward(G, *ARGS)  # its arrays are kept for the next call of its key (tests/sim/test_host_repeat.py)
+    session.upload(G).close()  # a block cached idle
+    assert session.allocator.blocks >= 1 and session.allocator.cached_bytes
+    assert sim.live_handles()["device_buffer"] >= start + 3  # the kept arrays' blocks, the idle one, the workspace
     session.empty_cache()
     assert session.allocator.blocks == 0 and session.allocator.cached_bytes == 0
-    assert sim.live_handles()["device_buffer"] == before - cached
+    assert sim.live_handles()["device_buffer"] == start  # all of them
     np.testing.assert_array_equal(session.backward(G, *ARGS), WANT)  # and it fills again
 
 

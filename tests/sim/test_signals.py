@@ -198,7 +198,7 @@ def _window_kind(exc: BaseException) -> str | None:
             return None  # another call comes first: the one that returned was an argument
     else:
         return None
-    last = getattr(code[at].positions, "end_lineno", None) or line  # (the call's last line; 3.11+)
+    last = getattr(getattr(code[at], "positions", None), "end_lineno", None) or line  # (its last line; 3.11+)
     text = "".join(linecache.getline(frame.f_code.co_filename, n) for n in range(line, last + 1))
     for name in re.findall(r"[A-Za-z_]\w*", text):
         obj = frame.f_locals.get(name, frame.f_globals.get(name))
@@ -215,20 +215,26 @@ def _accounts() -> dict[str, int]:
 
 def _episode(alarm: _Alarm, op: Callable[[], Any], delay: float, max_calls: int) -> tuple[int, BaseException | None]:
     """Run *op* until the alarm, *delay* seconds from now, interrupts it; returns (calls completed, exception)."""
-    calls = 0
+    done = [0]
     try:
         try:
             alarm.armed = True
             signal.setitimer(signal.ITIMER_REAL, delay)
-            while alarm.armed and calls < max_calls:  # (a lost interrupt ends the loop too)
-                op()
-                calls += 1
+            _calls_until_the_alarm(alarm, op, max_calls, done)
         finally:
             alarm.armed = False  # (an alarm after this line does nothing)
             signal.setitimer(signal.ITIMER_REAL, 0)
     except BaseException as exc:  # noqa: B036 - its type is what is checked
-        return calls, exc
-    return calls, None
+        return done[0], exc
+    return done[0], None
+
+
+def _calls_until_the_alarm(alarm: _Alarm, op: Callable[[], Any], max_calls: int, done: list[int]) -> None:
+    # its own frame: CPython 3.13.0 lets an exception raised by a signal handler at a while loop's jump back
+    # escape the try around the loop (seen here); raised in a callee, it reaches the caller's try
+    while alarm.armed and done[0] < max_calls:  # (a lost interrupt ends the loop too)
+        op()
+        done[0] += 1
 
 
 class Path:
@@ -533,7 +539,11 @@ def test_a_real_sigint_at_random_moments(name: str, alarm: _Alarm, window_losses
     # nothing live but what the documented window lost: one handle per interrupt that came there
     leaked = {k: live_now[k] - live[k] for k in live if live_now[k] != live[k]}
     lost = collections.Counter(alarm.unraisable)
-    assert leaked == tally.window, (f"{summary}\nleaked {leaked}, lost in the window {tally.window}; interrupts lost "
-                                    "as unraisable, by place (one in a finalizer before its release loses that "
-                                    "handle too):\n" + "\n".join(f"{n} x {w}" for w, n in lost.most_common()))
-    window_losses.update(tally.window)  # the run's final accounting expects them (tests/conftest.py)
+    why = (f"{summary}\nleaked {leaked}, lost in the window {tally.window}; interrupts lost as unraisable, by place "
+           "(one in a finalizer before its release loses that handle too):\n"
+           + "\n".join(f"{n} x {w}" for w, n in lost.most_common()))
+    if sys.version_info >= (3, 11):
+        assert leaked == tally.window, why
+    else:  # (no instruction positions before 3.11: an interrupt just after such a call may be counted in the window)
+        assert all(0 < n <= tally.window.get(k, 0) for k, n in leaked.items()), why
+    window_losses.update(leaked)  # the run's final accounting expects them (tests/conftest.py)
