@@ -322,6 +322,8 @@ class Overhead:
     sessions: list[Any] = field(default_factory=list)  # extra sessions to close at the end
     #: C calls per steady-state call of each path (simulator's per-function counters), by function
     calls: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Python-level calls (functions and builtins) per steady-state call of each path, counted
+    python_calls: dict[str, float] = field(default_factory=dict)
 
 
 #: C calls per call of the matching sequence in benchmarks/c_floor.c (the loop bodies of its program text)
@@ -338,9 +340,24 @@ def _all_counts() -> dict[str, int]:
 
 
 def count_calls(ov: Overhead) -> None:
-    """Fill ``ov.calls``: one batch of each simulator path, counted by the simulator (steady state)."""
+    """Fill ``ov.calls``: one batch of each simulator path, counted by the simulator (steady state); and
+    ``ov.python_calls``: the Python-level calls (functions and builtins, ``sys.setprofile``) per call of a batch."""
     for name, fn in ov.methods.items():
-        if name in ("torch eager", "C floor"):
+        if name == "C floor":
+            continue
+        seen = [0]
+
+        def profile(frame: Any, event: str, arg: Any, seen: list[int] = seen) -> None:
+            if event in ("call", "c_call"):
+                seen[0] += 1
+
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+        ov.python_calls[name] = seen[0] / ov.batch
+        if name == "torch eager":
             continue
         before = _all_counts()
         fn()
@@ -407,6 +424,13 @@ def setup_overhead(batch: int, torch: Any, session: Any, c_floor: Optional[Calla
 
     ov.methods["Session.backward (plans)"] = lambda: _timed(backward_plans, batch)
     ov.methods["Session.backward (numpy in and out)"] = lambda: _timed(lambda: session.backward(g, out3, in5), batch)
+    if torch is not None:
+        from upsample3d_grad.functional import backward_torch
+
+        ov.methods["Session.backward (CPU tensor in and out)"] = lambda: _timed(
+            lambda: session.backward(tg, out3, in5), batch)
+        ov.methods["backward_torch (CPU tensors)"] = lambda: _timed(
+            lambda: backward_torch(tg, out3, in5, session=session), batch)
     nop = Session(session.device.id, plans=False)
     ngo, ngi = nop.upload(g), nop.empty(in5)
 
@@ -547,6 +571,9 @@ def evaluate(variants: list[Variant], ov: Overhead, tiny: bool = False) -> list[
     add("tiny: plan / torch eager", _ratio(ovs.get("plan"), ovs.get("torch eager")), 1.0, "<=")
     add("tiny: Session.backward (plans, device arrays) / torch eager",
         _ratio(ovs.get("Session.backward (plans)"), ovs.get("torch eager")), 2.5, "<=")
+    # (issue 36: the numpy path a user takes first)
+    add("tiny: Session.backward (numpy in and out) / torch eager",
+        _ratio(ovs.get("Session.backward (numpy in and out)"), ovs.get("torch eager")), 4.0, "<=")
     return targets
 
 
@@ -625,11 +652,15 @@ def markdown(meta: dict[str, Any], variants: list[Variant], ov: Overhead, target
         lines += [""] + [f"- {k}: {n}" for k, n in ov.notes.items()]
     if ov.calls:
         lines += ["", "C calls per steady-state call (the simulator's counters), beside the C program's "
-                  "(`benchmarks/c_floor.c`) for the same sequence:", "",
-                  "| path | C calls | C floor | by function |", "|---|---|---|---|"]
+                  "(`benchmarks/c_floor.c`) for the same sequence, and the Python-level calls (functions and "
+                  "builtins, counted with `sys.setprofile`):", "",
+                  "| path | C calls | C floor | Python calls | by function |", "|---|---|---|---|---|"]
+        if "torch eager" in ov.python_calls:
+            lines.append(f"| torch eager | - | - | {ov.python_calls['torch eager']:g} | - |")
         for name, by_fn in ov.calls.items():
             detail = ", ".join(f"{f} {n:g}" for f, n in sorted(by_fn.items()))
-            lines.append(f"| {name} | {sum(by_fn.values()):g} | {C_FLOOR_CALLS.get(name, '-')} | {detail} |")
+            lines.append(f"| {name} | {sum(by_fn.values()):g} | {C_FLOOR_CALLS.get(name, '-')} | "
+                         f"{ov.python_calls.get(name, 0):g} | {detail} |")
     lines += ["", "Targets (met: by the minima, and by the medians):", "",
               "| target | limit | measured | met (min) | met (median) |", "|---|---|---|---|---|"]
     for t in targets:

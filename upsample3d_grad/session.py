@@ -12,7 +12,7 @@ import numpy as np
 from acl_bindings import Event
 from acl_bindings import session as _generic
 from acl_bindings.engine import plan_key, run_all
-from acl_bindings.torch import numpy_to_tensor
+from acl_bindings.torch import numpy_to_tensor, tensor_to_numpy
 from acl_bindings.values import int32_arg, int_tuple
 
 from . import checks
@@ -103,11 +103,12 @@ class Session(_generic.Session):
         Returns *out* when given; else numpy for numpy, a CPU torch tensor for one (its dtype), a device array for one.
         """
         output_size = _once(output_size)
-        key = _host_key(_forward.OP, input, out, layout, (output_size,), (scales_d, scales_h, scales_w), strict)
+        key, host = _host_input(_forward.OP, input, out, layout, (output_size,), (scales_d, scales_h, scales_w),
+                                strict)
         if key is not None:
-            result = self._host_repeat(key, _forward.OP, input)
+            result = self._host_repeat(key, _forward.OP, host)
             if result is not None:
-                return result
+                return result if host is input else numpy_to_tensor(result)
 
         def check(x_spec: checks.TensorSpec, y_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
             return _forward.check(x_spec, y_spec, output_size, scales_d, scales_h, scales_w, strict=strict)
@@ -145,12 +146,12 @@ class Session(_generic.Session):
         if type(grad_output) is DeviceArray and type(out) is DeviceArray and strict is True and \
                 self._repeat(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), out):
             return out
-        key = _host_key(OP, grad_output, out, layout, (output_size, input_size), (scales_d, scales_h, scales_w),
-                        strict)
+        key, host = _host_input(OP, grad_output, out, layout, (output_size, input_size),
+                                (scales_d, scales_h, scales_w), strict)
         if key is not None:
-            result = self._host_repeat(key, OP, cast(np.ndarray, grad_output))
+            result = self._host_repeat(key, OP, host)
             if result is not None:
-                return result
+                return result if host is grad_output else numpy_to_tensor(result)
         in_shape = checks.result_shape(input_size, layout)
 
         def check(go_spec: checks.TensorSpec, gi_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
@@ -191,7 +192,7 @@ class Session(_generic.Session):
                   key: Any = None, op: Any = None) -> Any:
         """The one-call form of a one-input, one-output operator: *check* (host checks, giving the result's shape),
         uploads, *launch* (giving its call and values); the arrays made here are closed afterwards, on error paths
-        too, but where *key* (:func:`_host_key`) is given: they are kept with the call for its repeats."""
+        too, but where *key* (:func:`_host_input`) is given: they are kept with the call for its repeats."""
         out_tensor = out if is_tensor(out) else None
         in_tensor = is_tensor(inp)
         inp = host_view(inp, names.in_label)
@@ -284,21 +285,27 @@ class Session(_generic.Session):
 _INT, _SCALE = {int}, {type(None), float}
 
 
-def _host_key(op: Any, inp: Any, out: Any, layout: Any, sizes: tuple[Any, ...], scales: tuple[Any, ...],
-              strict: Any) -> Optional[tuple[Any, ...]]:
-    """The key of a one-call form with a C-contiguous numpy input and no *out*: everything the host checks read
-    (shape, dtype, strides, layout, the sizes and scales with their types, strict); None for any other call, which
-    always runs in full.  A key that passed its checks once repeats on the arrays kept with its call."""
-    if out is not None or type(inp) is not np.ndarray or not inp.flags.c_contiguous or type(layout) is not str:
-        return None
+def _host_input(op: Any, inp: Any, out: Any, layout: Any, sizes: tuple[Any, ...], scales: tuple[Any, ...],
+                strict: Any) -> tuple[Optional[tuple[Any, ...]], Any]:
+    """``(key, host array)`` of a one-call form on a C-contiguous numpy array or CPU torch tensor with no *out*: the
+    key holds everything the host checks read (shape, dtype, strides, layout, the sizes and scales with their
+    types, strict); None for any other call, which always runs in full.  A key that passed its checks once
+    repeats on the arrays kept with its call (:meth:`acl_bindings.session.Session._host_repeat`)."""
+    host = inp
+    if type(inp) is not np.ndarray:
+        if out is not None or not is_tensor(inp) or inp.device.type != "cpu":
+            return None, inp
+        host = tensor_to_numpy(inp)
+    if out is not None or not host.flags.c_contiguous or type(layout) is not str:
+        return None, inp
     flat: tuple[Any, ...] = ()
     for size in sizes:
         if type(size) is not tuple:
-            return None
+            return None, inp
         flat += size
     if not set(map(type, flat)) <= _INT or not set(map(type, scales)) <= _SCALE or type(strict) is not bool:
-        return None
-    return (op.name, inp.shape, inp.dtype, inp.strides, layout, sizes, scales, strict)
+        return None, inp
+    return (op.name, host.shape, host.dtype, host.strides, layout, sizes, scales, strict), host
 
 
 def _once(sizes: Any) -> Any:
