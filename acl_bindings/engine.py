@@ -104,8 +104,8 @@ class Call:
         self._size = c_uint64()  # the latest phase 1's workspace size, passed to phase 2 as itself
         self.calls = 0
         self.checked = False
-        #: device arrays the owner's one-call form keeps with this call shape for the next host call of it (values
-        #: in schema order, or None); closed with the call
+        #: values (schema order) the owner keeps with this call shape for its next call of it, or None; the device
+        #: arrays among them are closed with the call
         self.kept: Optional[tuple[Any, ...]] = None
         self._retry_left = 0
         self._values = [v.arg if tensor else v for tensor, v in zip(op.tensor_flags, values)]
@@ -239,7 +239,7 @@ class Call:
     def close(self) -> None:
         """Destroy the executor, then the descriptors; a refused release stays owned for the next close() to retry.
         Raises the first error."""
-        kept = [v for tensor, v in zip(self.op.tensor_flags, self.kept or ()) if tensor]
+        kept = [v for tensor, v in zip(self.op.tensor_flags, self.kept or ()) if tensor and hasattr(v, "close")]
         self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None] + kept
         self._executor = self._descriptors = self.kept = None
         first = self._release_stale(Exception)

@@ -19,7 +19,7 @@ from ._torch_host import host_view
 from .forward import PHASE1 as FORWARD_PHASE1
 from .op import PHASE1
 from .session import Session
-from .torch_interop import _backward_npu, _forward_npu
+from .torch_interop import _backward_npu, _forward_npu, release_npu_calls
 
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "upsample_nearest_exact3d",
            "UpsampleNearestExact3d", "default_session", "close_default_session", "backward_torch", "forward_torch"]
@@ -49,8 +49,9 @@ def default_session() -> Session:
 
 
 def close_default_session() -> None:
-    """Close the default session, if any (runs at exit); safe while other threads call the module functions: calls
-    already running finish on it, the last of them closes it, and later calls get a fresh one."""
+    """Close the default session, if any (runs at exit), and release the plans kept for NPU tensors
+    (:func:`upsample3d_grad.torch_interop.release_npu_calls`); safe while other threads call the module functions:
+    calls already running finish on it, the last of them closes it, and later calls get a fresh one."""
     global _default
     with _lock:
         session, _default = _default, None
@@ -58,6 +59,7 @@ def close_default_session() -> None:
     if session is not None and not busy:
         with contextlib.suppress(Exception):  # at exit nothing useful can be done; never print
             session.close()
+    release_npu_calls()
 
 
 @contextlib.contextmanager

@@ -3,14 +3,19 @@ stream (docs/operators.md, "torch tensors"); torch is imported only here, on use
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import threading
 import warnings
-from typing import Any, Callable, Sequence
+from ctypes import c_void_p
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from acl_bindings import AclnnParamError, dtype_to_acl, load_backend
-from acl_bindings.engine import run_once
+from acl_bindings.engine import Call, CallCache, run_once
 from acl_bindings.enums import bfloat16
+from acl_bindings.meta import TensorArg
 from acl_bindings.runtime import initialized_first
 from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, tensor_to_numpy, torch_module
 
@@ -22,7 +27,7 @@ from .forward_checks import check_forward_params
 from .op import OP
 
 __all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "run_borrowed", "is_tensor",
-           "host_view"]
+           "host_view", "release_npu_calls"]
 
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
 _PLAIN_FORMATS = (2, 27, 30)
@@ -107,13 +112,139 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
     return size
 
 
+# --------------------------------------------------------------------------- the kept calls of NPU tensors
+
+class _Borrowed:
+    """A torch tensor's memory as the call engine takes a device array: its description and address."""
+
+    __slots__ = ("arg", "key", "buffer", "ptr")
+
+    def __init__(self, arg: TensorArg) -> None:
+        self.arg, self.key, self.buffer, self.ptr = arg, arg[:-1], self, arg.address
+
+
+class _TorchWorkspace:
+    """A call's workspace from torch's caching allocator (stream-ordered: dropped after the launch)."""
+
+    __slots__ = ("torch", "device", "kept")
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch, self.device = torch, device
+        self.kept: Any = None
+
+    def reserve(self, n: int) -> Optional[int]:
+        if n <= 0:
+            return None
+        self.kept = self.torch.empty(n, dtype=self.torch.uint8, device=self.device)
+        return int(self.kept.data_ptr())
+
+
+class _RawStream:
+    __slots__ = ("_as_parameter_",)
+
+    def __init__(self, handle: int) -> None:
+        self._as_parameter_ = c_void_p(handle)
+
+
+#: NPU calls with no *out* whose key (the input's metadata, the sizes, scales, layout, strict) passed
+#: the host checks: their kept plan, by device index; ``kept`` holds the argument templates (address aside)
+_npu_calls: dict[int, CallCache] = {}
+_npu_lock = threading.RLock()
+
+
+def _current_stream(torch_npu: Any, device: Any) -> int:
+    # this drains torch_npu's task queue (NPUStream::stream()), so earlier torch work reaches the stream first
+    handle = int(torch_npu._C._npu_getCurrentRawStream(device.index))
+    if not handle:  # (torch_npu answers 0 when draining its queue failed: never launch on the NULL stream)
+        raise RuntimeError(f"torch_npu's current stream on {device} is NULL (its task queue could not be "
+                           "drained); the operator was not launched")
+    return handle
+
+
+def _npu_key(op: Any, x: Any, layout: str, between: Any) -> Optional[tuple[Any, ...]]:
+    """The kept-call key of an NPU call on *x*, which :func:`_npu_setup` accepted (a plain format)."""
+    try:
+        return (op.name, x.device.index, x.dtype, x.shape, x.stride(), x.storage_offset(),
+                x.untyped_storage().nbytes(), layout, between)
+    except Exception:  # (anything unusual: the full call says what is wrong)
+        return None
+
+
+def _npu_repeat(op: Any, key: tuple[Any, ...], x: Any, torch: Any, torch_npu: Any) -> Any:
+    """The kept call of *key* on *x*, into a new tensor; None when nothing is kept for it."""
+    cache = _npu_calls.get(key[1])
+    if cache is None:
+        return None
+    device = x.device
+    with _npu_lock:
+        call = cache.get(key)
+        if call is None or call.kept is None:
+            return None
+        x_arg, *between, out_arg = call.kept
+        out = torch.empty(out_arg.shape, dtype=x.dtype, device=device)
+        values = (_Borrowed(x_arg._replace(address=int(x.untyped_storage().data_ptr()))), *between,
+                  _Borrowed(out_arg._replace(address=int(out.untyped_storage().data_ptr()))))
+        workspace: Any = _TorchWorkspace(torch, device)  # (as Call.run takes a Workspace: its reserve())
+        if torch_npu._C._npu_getDevice() == device.index:  # (its context is this thread's current one)
+            call.run(values, workspace, _RawStream(_current_stream(torch_npu, device)))
+        else:
+            with torch_npu.npu.device(device.index):
+                call.run(values, workspace, _RawStream(_current_stream(torch_npu, device)))
+    return out
+
+
+def release_npu_calls() -> None:
+    """Release the plans kept for NPU tensors (after each device's work completed); later calls make new ones.
+    Runs at exit (before torch_npu's own exit hook) and in :func:`upsample3d_grad.functional.close_default_session`."""
+    with _npu_lock:
+        caches = list(_npu_calls.items())
+        _npu_calls.clear()
+        if not caches:
+            return
+        torch = torch_module()
+        for device_index, cache in caches:
+            torch.npu.synchronize(device_index)
+            with torch.npu.device(device_index):
+                cache.clear()
+
+
+def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], torch: Any, torch_npu: Any) -> None:
+    """After a full NPU call passed its host checks: keep a plan of its shape for *key*'s repeats."""
+    device_index = key[1]
+    with _npu_lock, torch_npu.npu.device(device_index):
+        if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
+            atexit.register(_release_at_exit)
+        cache = _npu_calls.setdefault(device_index, CallCache())
+        if cache.get(key) is not None:
+            return
+        borrowed = tuple(_Borrowed(v) if isinstance(v, TensorArg) else v for v in values)
+        call = Call(op, borrowed, plan=True, lock=_npu_lock)
+        call.kept = values
+
+        def before_evict() -> None:  # its executor may still be queued: the device's work completes first
+            torch.npu.synchronize(device_index)
+
+        cache.add(key, call, before_evict)
+
+
+def _release_at_exit() -> None:
+    with contextlib.suppress(Exception):  # at exit nothing useful can be done; never print
+        release_npu_calls()
+
+
 def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: str, params: tuple[str, str, str],
               out_shape: Callable[[checks.TensorSpec], tuple[int, ...]],
-              check: Callable[[checks.TensorSpec, checks.TensorSpec], tuple[Any, ...]]) -> Any:
+              check: Callable[[checks.TensorSpec, checks.TensorSpec], tuple[Any, ...]], key_args: Any = None) -> Any:
     """Run *op* on NPU tensor *x* into *out* (made when None, of ``out_shape(x's spec)``): *params* name *x* in
     Python, *x* and *out* in C; ``check(x's spec, out's spec)`` runs the host checks before any allocation and
-    returns *op*'s arguments between the two tensors."""
+    returns *op*'s arguments between the two tensors.  With no *out*, a call whose key (*key_args* and *x*'s
+    metadata) passed the checks before runs on the plan kept for it: no check, no new descriptor."""
     torch, torch_npu = _npu_setup(((params[0], x), ("out", out)), func)
+    key = _npu_key(op, x, layout, key_args) if out is None and key_args is not None else None
+    if key is not None:
+        got = _npu_repeat(op, key, x, torch, torch_npu)
+        if got is not None:
+            return tensor_to_numpy(got.cpu()) if return_type == "numpy" else got
     fmt = checks.layout_format(layout, func)
     x_desc = TorchDescription(x, params[1], func)
     x_spec = _spec(x_desc, fmt)
@@ -124,7 +255,10 @@ def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: st
     between = check(x_spec, out_spec)  # before any allocation
     if out is None:
         out = torch.empty(out_spec.shape, dtype=x.dtype, device=x.device)
-    _npu_launch(op, (x_desc.arg(fmt), *between, TorchDescription(out).arg(fmt)), x.device, torch, torch_npu)
+    values = (x_desc.arg(fmt), *between, TorchDescription(out).arg(fmt))
+    _npu_launch(op, values, x.device, torch, torch_npu)
+    if key is not None:
+        _npu_keep(op, key, values, torch, torch_npu)
     return tensor_to_numpy(out.cpu()) if return_type == "numpy" else out
 
 
@@ -137,7 +271,8 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
         return tuple(int(v) for v in output_size), tuple(int(v) for v in input_size), sd, sh, sw
 
     return _npu_call(OP, checks.PHASE1, go, out, layout, return_type, ("grad_output", "gradOut", "gradOut"),
-                     lambda _: checks.result_shape(input_size, layout), check)
+                     lambda _: checks.result_shape(input_size, layout), check,
+                     _plain_key((output_size, input_size), scales, strict))
 
 
 def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None, float | None, float | None],
@@ -147,7 +282,22 @@ def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None,
         return tuple(int(v) for v in output_size), sd, sh, sw
 
     return _npu_call(FORWARD, FORWARD.phase1_name, x, out, layout, return_type, ("input", "self", "out"),
-                     lambda x_spec: result_shape(x_spec, output_size), check)
+                     lambda x_spec: result_shape(x_spec, output_size), check,
+                     _plain_key((output_size,), scales, strict))
+
+
+def _plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any) -> Optional[tuple[Any, ...]]:
+    """*sizes*, *scales* and *strict* as a key when each is of a plain type (tuples of ints; None or floats; a
+    bool): equal values of other types (2.0 for 2) must take the full call, which may refuse them."""
+    flat: tuple[Any, ...] = ()
+    for size in sizes:
+        if type(size) is not tuple:
+            return None
+        flat += size
+    if not set(map(type, flat)) <= {int} or not set(map(type, scales)) <= {type(None), float} or \
+            type(strict) is not bool:
+        return None
+    return (sizes, tuple(scales), strict)
 
 
 def _spec(desc: TorchDescription, fmt: Any) -> checks.TensorSpec:

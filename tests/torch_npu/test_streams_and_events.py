@@ -97,6 +97,36 @@ for (batch,) in loader:
     n += 1
 out["ok"] = n == 50 and float(total.cpu()) == float((data * 2.0).sum())
 """,
+    # backward_torch on NPU tensors, repeated: the kept plan runs (no phase 1, no new descriptor), a changed
+    # key (strides, sizes) takes the full call with its result or error (issue 36)
+    "npu_repeat": r"""
+from acl_bindings import sim
+from upsample3d_grad import reference
+from upsample3d_grad.functional import backward_torch
+import numpy as np
+g = torch.arange(1, 33, dtype=torch.float32).reshape(2, 2, 2, 2, 2).npu()
+want = [36.0, 100.0, 164.0, 228.0]
+names = ("aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize", "aclCreateTensor",
+         "aclnnUpsampleNearestExact3dBackward")
+first = [backward_torch(g, (2, 2, 2), (2, 2, 1, 1, 1)).cpu().flatten().tolist() for _ in range(2)]
+inputs = [g * float(k) for k in range(1, 4)]  # (torch_npu's own Muls makes aclTensors: before the count)
+torch.npu.synchronize()
+before = {n: sim.call_count(n) for n in names}
+results = [backward_torch(x_k, (2, 2, 2), (2, 2, 1, 1, 1)) for x_k in inputs]
+calls = {n: sim.call_count(n) - v for n, v in before.items()}
+again = [r.cpu().flatten().tolist() for r in results]
+wide = torch.zeros(2, 2, 2, 2, 4).npu()
+wide[..., ::2] = g
+strided = backward_torch(wide[..., ::2], (2, 2, 2), (2, 2, 1, 1, 1)).cpu().flatten().tolist()
+try:
+    backward_torch(g, (2, 2, 3), (2, 2, 1, 1, 1))
+    refused = None
+except Exception as exc:
+    refused = getattr(exc, "code", None)
+out["calls"] = calls
+out["ok"] = (first == [want, want] and again == [[v * k for v in want] for k in (1, 2, 3)] and strided == want
+             and refused == 161002 and calls[names[0]] == 0 and calls[names[1]] == 0 and calls[names[2]] == 3)
+""",
 }
 
 
