@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from ctypes import c_void_p
+from typing import Any, Optional
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from .enums import bfloat16
 from .meta import TensorArg
 
 __all__ = ["torch_module", "is_tensor", "host_view", "tensor_to_numpy", "numpy_to_tensor",
-           "TensorDescription"]
+           "TensorDescription", "BorrowedArray", "TorchWorkspace", "RawStream"]
 
 
 def torch_module() -> Any:
@@ -96,3 +97,39 @@ class TensorDescription:
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} shape={self.shape} strides={self.strides} offset={self.offset} "
                 f"storage_dims={self.storage_dims} address={self.address:#x} dtype={self.dtype}>")
+
+
+class BorrowedArray:
+    """A torch tensor's memory as the call engine takes a device array: its description and address."""
+
+    __slots__ = ("arg", "key", "buffer", "ptr")
+
+    def __init__(self, arg: TensorArg) -> None:
+        self.arg, self.key, self.buffer, self.ptr = arg, arg[:-1], self, arg.address
+
+
+class TorchWorkspace:
+    """A call's workspace from torch's caching allocator (stream-ordered: dropped after the launch)."""
+
+    __slots__ = ("torch", "device", "kept")
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch, self.device = torch, device
+        self.kept: Any = None
+
+    def reserve(self, n: int) -> Optional[int]:
+        """An address of at least *n* bytes (a new uint8 tensor, kept until the next reserve), or None for 0."""
+        if n <= 0:
+            return None
+        self.kept = self.torch.empty(n, dtype=self.torch.uint8, device=self.device)
+        return int(self.kept.data_ptr())
+
+
+class RawStream:
+    """A raw ``aclrtStream`` (another library's, e.g. torch_npu's current one) where the call engine takes a
+    :class:`~acl_bindings.Stream`."""
+
+    __slots__ = ("_as_parameter_",)
+
+    def __init__(self, handle: int) -> None:
+        self._as_parameter_ = c_void_p(handle)

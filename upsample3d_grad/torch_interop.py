@@ -7,7 +7,6 @@ import atexit
 import contextlib
 import threading
 import warnings
-from ctypes import c_void_p
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -17,7 +16,16 @@ from acl_bindings.engine import Call, CallCache, run_once
 from acl_bindings.enums import bfloat16
 from acl_bindings.meta import TensorArg
 from acl_bindings.runtime import initialized_first
-from acl_bindings.torch import TensorDescription, is_tensor, numpy_to_tensor, tensor_to_numpy, torch_module
+from acl_bindings.torch import (
+    BorrowedArray,
+    RawStream,
+    TensorDescription,
+    TorchWorkspace,
+    is_tensor,
+    numpy_to_tensor,
+    tensor_to_numpy,
+    torch_module,
+)
 
 from . import checks
 from ._torch_host import host_view
@@ -114,38 +122,6 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
 
 # --------------------------------------------------------------------------- the kept calls of NPU tensors
 
-class _Borrowed:
-    """A torch tensor's memory as the call engine takes a device array: its description and address."""
-
-    __slots__ = ("arg", "key", "buffer", "ptr")
-
-    def __init__(self, arg: TensorArg) -> None:
-        self.arg, self.key, self.buffer, self.ptr = arg, arg[:-1], self, arg.address
-
-
-class _TorchWorkspace:
-    """A call's workspace from torch's caching allocator (stream-ordered: dropped after the launch)."""
-
-    __slots__ = ("torch", "device", "kept")
-
-    def __init__(self, torch: Any, device: Any) -> None:
-        self.torch, self.device = torch, device
-        self.kept: Any = None
-
-    def reserve(self, n: int) -> Optional[int]:
-        if n <= 0:
-            return None
-        self.kept = self.torch.empty(n, dtype=self.torch.uint8, device=self.device)
-        return int(self.kept.data_ptr())
-
-
-class _RawStream:
-    __slots__ = ("_as_parameter_",)
-
-    def __init__(self, handle: int) -> None:
-        self._as_parameter_ = c_void_p(handle)
-
-
 #: NPU calls with no *out* whose key (the input's metadata, the sizes, scales, layout, strict) passed
 #: the host checks: their kept plan, by device index; ``kept`` holds the argument templates (address aside)
 _npu_calls: dict[int, CallCache] = {}
@@ -182,14 +158,14 @@ def _npu_repeat(op: Any, key: tuple[Any, ...], x: Any, torch: Any, torch_npu: An
             return None
         x_arg, *between, out_arg = call.kept
         out = torch.empty(out_arg.shape, dtype=x.dtype, device=device)
-        values = (_Borrowed(x_arg._replace(address=int(x.untyped_storage().data_ptr()))), *between,
-                  _Borrowed(out_arg._replace(address=int(out.untyped_storage().data_ptr()))))
-        workspace: Any = _TorchWorkspace(torch, device)  # (as Call.run takes a Workspace: its reserve())
+        values = (BorrowedArray(x_arg._replace(address=int(x.untyped_storage().data_ptr()))), *between,
+                  BorrowedArray(out_arg._replace(address=int(out.untyped_storage().data_ptr()))))
+        workspace: Any = TorchWorkspace(torch, device)  # (as Call.run takes a Workspace: its reserve())
         if torch_npu._C._npu_getDevice() == device.index:  # (its context is this thread's current one)
-            call.run(values, workspace, _RawStream(_current_stream(torch_npu, device)))
+            call.run(values, workspace, RawStream(_current_stream(torch_npu, device)))
         else:
             with torch_npu.npu.device(device.index):
-                call.run(values, workspace, _RawStream(_current_stream(torch_npu, device)))
+                call.run(values, workspace, RawStream(_current_stream(torch_npu, device)))
     return out
 
 
@@ -217,7 +193,7 @@ def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], torch: Any
         cache = _npu_calls.setdefault(device_index, CallCache())
         if cache.get(key) is not None:
             return
-        borrowed = tuple(_Borrowed(v) if isinstance(v, TensorArg) else v for v in values)
+        borrowed = tuple(BorrowedArray(v) if isinstance(v, TensorArg) else v for v in values)
         call = Call(op, borrowed, plan=True, lock=_npu_lock)
         call.kept = values
 
