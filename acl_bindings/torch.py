@@ -109,7 +109,9 @@ class BorrowedArray:
 
 
 class TorchWorkspace:
-    """A call's workspace from torch's caching allocator (stream-ordered: dropped after the launch)."""
+    """A workspace of one stream from torch's caching allocator: a uint8 tensor made on that stream (its current
+    one), reused by the calls queued on it in order, replaced by a larger one when outgrown (the old one goes back
+    to the allocator stream-ordered)."""
 
     __slots__ = ("torch", "device", "kept")
 
@@ -118,10 +120,11 @@ class TorchWorkspace:
         self.kept: Any = None
 
     def reserve(self, n: int) -> Optional[int]:
-        """An address of at least *n* bytes (a new uint8 tensor, kept until the next reserve), or None for 0."""
+        """An address of at least *n* bytes, or None for 0."""
         if n <= 0:
             return None
-        self.kept = self.torch.empty(n, dtype=self.torch.uint8, device=self.device)
+        if self.kept is None or self.kept.numel() < n:
+            self.kept = self.torch.empty(n, dtype=self.torch.uint8, device=self.device)
         return int(self.kept.data_ptr())
 
 

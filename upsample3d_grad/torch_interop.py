@@ -125,6 +125,8 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
 #: NPU calls with no *out* whose key (the input's metadata, the sizes, scales, layout, strict) passed
 #: the host checks: their kept plan, by device index; ``kept`` holds the argument templates (address aside)
 _npu_calls: dict[int, CallCache] = {}
+#: their workspace on each (device index, stream) they ran on, reused in that stream's order
+_npu_workspaces: dict[tuple[int, int], TorchWorkspace] = {}
 _npu_lock = threading.RLock()
 
 
@@ -160,13 +162,20 @@ def _npu_repeat(op: Any, key: tuple[Any, ...], x: Any, torch: Any, torch_npu: An
         out = torch.empty(out_arg.shape, dtype=x.dtype, device=device)
         values = (BorrowedArray(x_arg._replace(address=int(x.untyped_storage().data_ptr()))), *between,
                   BorrowedArray(out_arg._replace(address=int(out.untyped_storage().data_ptr()))))
-        workspace: Any = TorchWorkspace(torch, device)  # (as Call.run takes a Workspace: its reserve())
         if torch_npu._C._npu_getDevice() == device.index:  # (its context is this thread's current one)
-            call.run(values, workspace, RawStream(_current_stream(torch_npu, device)))
+            _run_kept(call, values, torch, torch_npu, device)
         else:
             with torch_npu.npu.device(device.index):
-                call.run(values, workspace, RawStream(_current_stream(torch_npu, device)))
+                _run_kept(call, values, torch, torch_npu, device)
     return out
+
+
+def _run_kept(call: Call, values: tuple[Any, ...], torch: Any, torch_npu: Any, device: Any) -> None:
+    stream = _current_stream(torch_npu, device)
+    workspace: Any = _npu_workspaces.get((device.index, stream))  # (Call.run takes anything with reserve())
+    if workspace is None:
+        workspace = _npu_workspaces[device.index, stream] = TorchWorkspace(torch, device)
+    call.run(values, workspace, RawStream(stream))
 
 
 def release_npu_calls() -> None:
@@ -177,6 +186,7 @@ def release_npu_calls() -> None:
         _npu_calls.clear()
         if not caches:
             return
+        _npu_workspaces.clear()  # (torch's allocator orders their reuse on their streams)
         torch = torch_module()
         for device_index, cache in caches:
             torch.npu.synchronize(device_index)
@@ -185,22 +195,24 @@ def release_npu_calls() -> None:
 
 
 def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], torch: Any, torch_npu: Any) -> None:
-    """After a full NPU call passed its host checks: keep a plan of its shape for *key*'s repeats."""
+    """A full NPU call whose host checks passed: make the plan of its shape, keep it for *key*'s repeats, and run
+    this call on it (one phase 1 in all)."""
     device_index = key[1]
     with _npu_lock, torch_npu.npu.device(device_index):
         if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
             atexit.register(_release_at_exit)
         cache = _npu_calls.setdefault(device_index, CallCache())
-        if cache.get(key) is not None:
-            return
         borrowed = tuple(BorrowedArray(v) if isinstance(v, TensorArg) else v for v in values)
-        call = Call(op, borrowed, plan=True, lock=_npu_lock)
-        call.kept = values
+        call = cache.get(key)
+        if call is None:
+            call = Call(op, borrowed, plan=True, lock=_npu_lock)
+            call.kept = values
 
-        def before_evict() -> None:  # its executor may still be queued: the device's work completes first
-            torch.npu.synchronize(device_index)
+            def before_evict() -> None:  # its executor may still be queued: the device's work completes first
+                torch.npu.synchronize(device_index)
 
-        cache.add(key, call, before_evict)
+            cache.add(key, call, before_evict)
+        _run_kept(call, borrowed, torch, torch_npu, torch.device("npu", device_index))
 
 
 def _release_at_exit() -> None:
@@ -232,9 +244,10 @@ def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: st
     if out is None:
         out = torch.empty(out_spec.shape, dtype=x.dtype, device=x.device)
     values = (x_desc.arg(fmt), *between, TorchDescription(out).arg(fmt))
-    _npu_launch(op, values, x.device, torch, torch_npu)
     if key is not None:
-        _npu_keep(op, key, values, torch, torch_npu)
+        _npu_keep(op, key, values, torch, torch_npu)  # its plan runs this call too
+    else:
+        _npu_launch(op, values, x.device, torch, torch_npu)
     return tensor_to_numpy(out.cpu()) if return_type == "numpy" else out
 
 
