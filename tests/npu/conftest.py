@@ -195,6 +195,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     import torch
 
+    from upsample3d_grad.functional import close_default_session
+
+    close_default_session()  # (with the plans kept for NPU tensors, and their workspaces: back to torch's cache)
     torch.npu.synchronize()  # type: ignore[attr-defined]
     torch.npu.empty_cache()  # type: ignore[attr-defined]
     session.config.stash[FOREIGN_LIVE] = _on_sim.pop("baseline")
