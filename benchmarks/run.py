@@ -696,6 +696,24 @@ def _git() -> str:
         return "unknown"
 
 
+def torch_npu_peer(tiny: bool) -> str:
+    """benchmarks/torch_npu_peer.py's table, run in a child started after ``eval "$(python -m acl_bindings.sim
+    env)"`` (torch_npu reads the CANN layout at load); a line saying why where torch_npu is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch_npu") is None:
+        return "not measured: torch_npu is not installed (pip install -e '.[torch-npu-sim]')\n"
+    py, script = sys.executable, HERE / "torch_npu_peer.py"
+    sizes = "--rounds 2 --batch 30" if tiny else ""
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "LD_LIBRARY_PATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [env.get("PYTHONPATH", "")])])
+    proc = subprocess.run(["bash", "-c", f'eval "$("{py}" -m acl_bindings.sim env)" && exec "{py}" "{script}" {sizes}'],
+                          env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise RuntimeError(f"benchmarks/torch_npu_peer.py failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(HERE / "results"), help="output folder (default benchmarks/results/)")
@@ -757,6 +775,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         session.device.activate()
         session.close()
     targets = evaluate(variants, ov, args.tiny)
+    peer = (torch_npu_peer(args.tiny) if args.backend == "sim" and not (args.no_overhead or args.no_device or
+                                                                         args.no_torch)
+            else "not measured (--no-overhead, --no-device, --no-torch or another backend than the simulator)\n")
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": _machine(),
@@ -794,8 +815,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "bench-tiny" if args.tiny else "bench"
+    md = markdown(meta, variants, ov, targets) + "\nThe torch_npu peer (benchmarks/torch_npu_peer.py):\n\n" + peer
+    result["torch_npu_peer"] = peer
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
-    md = markdown(meta, variants, ov, targets)
     (out / f"{stem}.md").write_text(md)
     print(md)
     print(f"written: {out / (stem + '.json')}, {out / (stem + '.md')} ({meta['seconds']} s)")
