@@ -236,12 +236,17 @@ class Call:
         """True once :meth:`close` released everything."""
         return self._descriptors is None and self._executor is None and not self._stale
 
+    def take_kept(self) -> list[Any]:
+        """Forget ``kept``; returns the device arrays among its values (the tensors that can be closed), for the
+        caller to close."""
+        kept, self.kept = self.kept or (), None
+        return [v for tensor, v in zip(self.op.tensor_flags, kept) if tensor and hasattr(v, "close")]
+
     def close(self) -> None:
-        """Destroy the executor, then the descriptors; a refused release stays owned for the next close() to retry.
-        Raises the first error."""
-        kept = [v for tensor, v in zip(self.op.tensor_flags, self.kept or ()) if tensor and hasattr(v, "close")]
-        self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None] + kept
-        self._executor = self._descriptors = self.kept = None
+        """Destroy the executor, then the descriptors, then the kept arrays; a refused release stays owned for the
+        next close() to retry.  Raises the first error."""
+        self._stale += [obj for obj in (self._executor, self._descriptors) if obj is not None] + self.take_kept()
+        self._executor = self._descriptors = None
         first = self._release_stale(Exception)
         if first is not None:
             raise first

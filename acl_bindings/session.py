@@ -142,9 +142,8 @@ class Session:
             self._sync()
             self.workspace.release()  # (kept between calls: it is memory no call uses now)
             self._host.clear()
-            for call in self.plans.calls.values():  # the arrays kept for host calls (_keep_host) go back first
-                arrays, call.kept = call.kept or (), None
-                run_all([v.close for v in arrays if isinstance(v, DeviceArray)])
+            # the arrays kept for host calls (_keep_host) go back first
+            run_all([arr.close for call in self.plans.calls.values() for arr in call.take_kept()])
             self.allocator.empty_cache()
 
     def _sync_if_pending(self) -> None:

@@ -16,6 +16,14 @@ _STREAM_COMPLETE = 0  # ACL_STREAM_STATUS_COMPLETE (acl_rt.h aclrtStreamStatus)
 _EVENT_COMPLETE = 1  # ACL_EVENT_RECORDED_STATUS_COMPLETE (acl_rt.h aclrtEventRecordedStatus)
 
 
+def _status(obj: Any, func: str) -> int:
+    """``func(handle, &status)`` on *obj*'s device: the status enum's value."""
+    status = c_int()
+    with obj.device.active():
+        getattr(lib, func)(obj.handle, byref(status))
+    return status.value
+
+
 def _destroy(cell: c_void_p, device: Device, func: str) -> None:
     with device.active():
         destroy(cell, func)
@@ -83,10 +91,7 @@ class Stream(_OnDevice):
     @in_use
     def query(self) -> bool:
         """Whether all work queued on the stream has completed (aclrtStreamQuery); does not wait."""
-        status = c_int()
-        with self.device.active():
-            lib.aclrtStreamQuery(self.handle, byref(status))
-        return status.value == _STREAM_COMPLETE
+        return _status(self, "aclrtStreamQuery") == _STREAM_COMPLETE
 
     def __repr__(self) -> str:
         return f"<Stream {self.handle:#x} on device {self.device.id}{' closed' if self.closed else ''}>"
@@ -109,10 +114,7 @@ class Event(_OnDevice):
     @in_use
     def query(self) -> bool:
         """Whether the event's latest record has completed (aclrtQueryEventStatus; False if never recorded)."""
-        status = c_int()
-        with self.device.active():
-            lib.aclrtQueryEventStatus(self.handle, byref(status))
-        return status.value == _EVENT_COMPLETE
+        return _status(self, "aclrtQueryEventStatus") == _EVENT_COMPLETE
 
     @in_use
     def synchronize(self) -> None:

@@ -14,8 +14,8 @@ from acl_bindings.values import int_tuple
 
 from .op import PHASE1, layout_format
 
-__all__ = ["TensorSpec", "param_label", "spec_of", "int_sequence", "scale_triple", "normalize_scales", "SUPPORTED",
-           "SUPPORTED_NAMES"]
+__all__ = ["TensorSpec", "param_label", "plain_key", "spec_of", "int_sequence", "scale_triple", "normalize_scales",
+           "SUPPORTED", "SUPPORTED_NAMES"]
 
 SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.BF16)
 #: The supported dtypes as every message spells them.
@@ -40,6 +40,24 @@ def param_label(param: str) -> str:
     """*param* as messages name it: the C name, and the Python one where it differs."""
     py = _PY_NAMES.get(param)
     return f"{param} ({py})" if py and py != param else param
+
+
+def plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any, layout: Any) -> Optional[tuple[Any, ...]]:
+    """*sizes*, *scales*, *strict* and *layout* as part of a kept call's key, when each is of a plain type (tuples
+    of ints; None or floats; a bool; a str), else None: equal values of other types (2.0 for 2), or unhashable
+    ones, take the full call, which may refuse them."""
+    flat: tuple[Any, ...] = ()
+    for size in sizes:
+        if type(size) is not tuple:
+            return None
+        flat += size
+    if not set(map(type, flat)) <= _INT or not set(map(type, scales)) <= _SCALE or type(strict) is not bool or \
+            type(layout) is not str:
+        return None
+    return (sizes, tuple(scales), strict, layout)
+
+
+_INT, _SCALE = {int}, {type(None), float}
 
 
 def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,

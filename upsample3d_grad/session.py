@@ -18,7 +18,7 @@ from acl_bindings.values import int32_arg, int_tuple
 from . import checks
 from . import forward as _forward
 from ._torch_host import host_view, is_tensor
-from .arguments import param_label
+from .arguments import param_label, plain_key
 from .arrays import EMPTY, UPLOAD, ArrayLike, DeviceArray, check_out_memory, empty_dtype
 from .fastpath import PreparedCall
 from .op import OP
@@ -103,12 +103,10 @@ class Session(_generic.Session):
         Returns *out* when given; else numpy for numpy, a CPU torch tensor for one (its dtype), a device array for one.
         """
         output_size = _once(output_size)
-        key, host = _host_input(_forward.OP, input, out, layout, (output_size,), (scales_d, scales_h, scales_w),
-                                strict)
-        if key is not None:
-            result = self._host_repeat(key, _forward.OP, host)
-            if result is not None:
-                return result if host is input else numpy_to_tensor(result)
+        key, result = self._repeat_host(_forward.OP, input, out, layout, (output_size,),
+                                        (scales_d, scales_h, scales_w), strict)
+        if result is not None:
+            return result
 
         def check(x_spec: checks.TensorSpec, y_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
             return _forward.check(x_spec, y_spec, output_size, scales_d, scales_h, scales_w, strict=strict)
@@ -146,12 +144,10 @@ class Session(_generic.Session):
         if type(grad_output) is DeviceArray and type(out) is DeviceArray and strict is True and \
                 self._repeat(grad_output, output_size, input_size, (scales_d, scales_h, scales_w), out):
             return out
-        key, host = _host_input(OP, grad_output, out, layout, (output_size, input_size),
-                                (scales_d, scales_h, scales_w), strict)
-        if key is not None:
-            result = self._host_repeat(key, OP, host)
-            if result is not None:
-                return result if host is grad_output else numpy_to_tensor(result)
+        key, result = self._repeat_host(OP, grad_output, out, layout, (output_size, input_size),
+                                        (scales_d, scales_h, scales_w), strict)
+        if result is not None:
+            return result
         in_shape = checks.result_shape(input_size, layout)
 
         def check(go_spec: checks.TensorSpec, gi_spec: Optional[checks.TensorSpec]) -> tuple[int, ...]:
@@ -185,6 +181,16 @@ class Session(_generic.Session):
                 return False
             self._run(OP, values, call=call)
         return True
+
+    def _repeat_host(self, op: Any, inp: Any, out: Any, layout: Any, sizes: tuple[Any, ...],
+                     scales: tuple[Any, ...], strict: Any) -> tuple[Any, Any]:
+        """``(key, result)``: the result of a repeat on the arrays kept for the call's key (:func:`_host_input`),
+        as the full call returns it; result None when nothing is kept (key None when the call has none)."""
+        key, host = _host_input(op, inp, out, layout, sizes, scales, strict)
+        result = None if key is None else self._host_repeat(key, op, host)
+        if result is not None and host is not inp:
+            result = numpy_to_tensor(result)  # (a CPU tensor in: one out)
+        return key, result
 
     def _one_call(self, inp: Any, out: Any, layout: str, names: _Names,
                   check: Callable[[checks.TensorSpec, Optional[checks.TensorSpec]], tuple[int, ...]],
@@ -282,30 +288,21 @@ class Session(_generic.Session):
             return times
 
 
-_INT, _SCALE = {int}, {type(None), float}
-
-
 def _host_input(op: Any, inp: Any, out: Any, layout: Any, sizes: tuple[Any, ...], scales: tuple[Any, ...],
                 strict: Any) -> tuple[Optional[tuple[Any, ...]], Any]:
     """``(key, host array)`` of a one-call form on a C-contiguous numpy array or CPU torch tensor with no *out*: the
-    key holds everything the host checks read (shape, dtype, strides, layout, the sizes and scales with their
-    types, strict); None for any other call, which always runs in full.  A key that passed its checks once
+    key holds everything the host checks read (shape, dtype, strides, and :func:`plain_key`'s sizes, scales,
+    strict, layout); None for any other call, which always runs in full.  A key that passed its checks once
     repeats on the arrays kept with its call (:meth:`acl_bindings.session.Session._host_repeat`)."""
     host = inp
     if type(inp) is not np.ndarray:
         if out is not None or not is_tensor(inp) or inp.device.type != "cpu":
             return None, inp
         host = tensor_to_numpy(inp)
-    if out is not None or not host.flags.c_contiguous or type(layout) is not str:
+    plain = plain_key(sizes, scales, strict, layout) if out is None and host.flags.c_contiguous else None
+    if plain is None:
         return None, inp
-    flat: tuple[Any, ...] = ()
-    for size in sizes:
-        if type(size) is not tuple:
-            return None, inp
-        flat += size
-    if not set(map(type, flat)) <= _INT or not set(map(type, scales)) <= _SCALE or type(strict) is not bool:
-        return None, inp
-    return (op.name, host.shape, host.dtype, host.strides, layout, sizes, scales, strict), host
+    return (op.name, host.shape, host.dtype, host.strides, plain), host
 
 
 def _once(sizes: Any) -> Any:

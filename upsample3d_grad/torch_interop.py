@@ -7,7 +7,7 @@ import atexit
 import contextlib
 import threading
 import warnings
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from acl_bindings.torch import (
 
 from . import checks
 from ._torch_host import host_view
+from .arguments import plain_key
 from .forward import OP as FORWARD
 from .forward import result_shape
 from .forward_checks import check_forward_params
@@ -139,13 +140,11 @@ def _current_stream(torch_npu: Any, device: Any) -> int:
     return handle
 
 
-def _npu_key(op: Any, x: Any, layout: str, between: Any) -> Optional[tuple[Any, ...]]:
-    """The kept-call key of an NPU call on *x*, which :func:`_npu_setup` accepted (a plain format)."""
-    try:
-        return (op.name, x.device.index, x.dtype, x.shape, x.stride(), x.storage_offset(),
-                x.untyped_storage().nbytes(), layout, between)
-    except Exception:  # (anything unusual: the full call says what is wrong)
-        return None
+def _npu_key(op: Any, x: Any, plain: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The kept-call key of an NPU call on *x* (a tensor :func:`_npu_setup` accepted) with the :func:`plain_key`
+    *plain* of its other arguments."""
+    return (op.name, x.device.index, x.dtype, x.shape, x.stride(), x.storage_offset(), x.untyped_storage().nbytes(),
+            plain)
 
 
 def _npu_repeat(op: Any, key: tuple[Any, ...], x: Any, torch: Any, torch_npu: Any) -> Any:
@@ -162,12 +161,15 @@ def _npu_repeat(op: Any, key: tuple[Any, ...], x: Any, torch: Any, torch_npu: An
         out = torch.empty(out_arg.shape, dtype=x.dtype, device=device)
         values = (BorrowedArray(x_arg._replace(address=int(x.untyped_storage().data_ptr()))), *between,
                   BorrowedArray(out_arg._replace(address=int(out.untyped_storage().data_ptr()))))
-        if torch_npu._C._npu_getDevice() == device.index:  # (its context is this thread's current one)
+        with _on_device(torch_npu, device.index):
             _run_kept(call, values, torch, torch_npu, device)
-        else:
-            with torch_npu.npu.device(device.index):
-                _run_kept(call, values, torch, torch_npu, device)
     return out
+
+
+def _on_device(torch_npu: Any, index: int) -> Any:
+    """torch_npu's device guard for *index*, or nothing when it is the thread's device already (its context is
+    current: the guard would cost more than the call)."""
+    return contextlib.nullcontext() if torch_npu._C._npu_getDevice() == index else torch_npu.npu.device(index)
 
 
 def _run_kept(call: Call, values: tuple[Any, ...], torch: Any, torch_npu: Any, device: Any) -> None:
@@ -194,11 +196,11 @@ def release_npu_calls() -> None:
                 cache.clear()
 
 
-def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], torch: Any, torch_npu: Any) -> None:
+def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], device: Any, torch: Any, torch_npu: Any) -> None:
     """A full NPU call whose host checks passed: make the plan of its shape, keep it for *key*'s repeats, and run
     this call on it (one phase 1 in all)."""
     device_index = key[1]
-    with _npu_lock, torch_npu.npu.device(device_index):
+    with _npu_lock, _on_device(torch_npu, device_index):
         if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
             atexit.register(_release_at_exit)
         cache = _npu_calls.setdefault(device_index, CallCache())
@@ -212,7 +214,7 @@ def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], torch: Any
                 torch.npu.synchronize(device_index)
 
             cache.add(key, call, before_evict)
-        _run_kept(call, borrowed, torch, torch_npu, torch.device("npu", device_index))
+        _run_kept(call, borrowed, torch, torch_npu, device)
 
 
 def _release_at_exit() -> None:
@@ -228,7 +230,7 @@ def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: st
     returns *op*'s arguments between the two tensors.  With no *out*, a call whose key (*key_args* and *x*'s
     metadata) passed the checks before runs on the plan kept for it: no check, no new descriptor."""
     torch, torch_npu = _npu_setup(((params[0], x), ("out", out)), func)
-    key = _npu_key(op, x, layout, key_args) if out is None and key_args is not None else None
+    key = _npu_key(op, x, key_args) if out is None and key_args is not None else None
     if key is not None:
         got = _npu_repeat(op, key, x, torch, torch_npu)
         if got is not None:
@@ -245,7 +247,7 @@ def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: st
         out = torch.empty(out_spec.shape, dtype=x.dtype, device=x.device)
     values = (x_desc.arg(fmt), *between, TorchDescription(out).arg(fmt))
     if key is not None:
-        _npu_keep(op, key, values, torch, torch_npu)  # its plan runs this call too
+        _npu_keep(op, key, values, x.device, torch, torch_npu)  # its plan runs this call too
     else:
         _npu_launch(op, values, x.device, torch, torch_npu)
     return tensor_to_numpy(out.cpu()) if return_type == "numpy" else out
@@ -261,7 +263,7 @@ def _backward_npu(go: Any, output_size: Sequence[int], input_size: Sequence[int]
 
     return _npu_call(OP, checks.PHASE1, go, out, layout, return_type, ("grad_output", "gradOut", "gradOut"),
                      lambda _: checks.result_shape(input_size, layout), check,
-                     _plain_key((output_size, input_size), scales, strict))
+                     plain_key((output_size, input_size), scales, strict, layout))
 
 
 def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None, float | None, float | None],
@@ -272,21 +274,7 @@ def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None,
 
     return _npu_call(FORWARD, FORWARD.phase1_name, x, out, layout, return_type, ("input", "self", "out"),
                      lambda x_spec: result_shape(x_spec, output_size), check,
-                     _plain_key((output_size,), scales, strict))
-
-
-def _plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any) -> Optional[tuple[Any, ...]]:
-    """*sizes*, *scales* and *strict* as a key when each is of a plain type (tuples of ints; None or floats; a
-    bool): equal values of other types (2.0 for 2) must take the full call, which may refuse them."""
-    flat: tuple[Any, ...] = ()
-    for size in sizes:
-        if type(size) is not tuple:
-            return None
-        flat += size
-    if not set(map(type, flat)) <= {int} or not set(map(type, scales)) <= {type(None), float} or \
-            type(strict) is not bool:
-        return None
-    return (sizes, tuple(scales), strict)
+                     plain_key((output_size,), scales, strict, layout))
 
 
 def _spec(desc: TorchDescription, fmt: Any) -> checks.TensorSpec:

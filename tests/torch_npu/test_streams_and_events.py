@@ -118,14 +118,17 @@ again = [r.cpu().flatten().tolist() for r in results]
 wide = torch.zeros(2, 2, 2, 2, 4).npu()
 wide[..., ::2] = g
 strided = backward_torch(wide[..., ::2], (2, 2, 2), (2, 2, 1, 1, 1)).cpu().flatten().tolist()
-try:
-    backward_torch(g, (2, 2, 3), (2, 2, 1, 1, 1))
-    refused = None
-except Exception as exc:
-    refused = getattr(exc, "code", None)
-out["calls"] = calls
+refused = []
+for bad in ({"output_size": (2, 2, 3)}, {"layout": ["NCDHW"]}):  # a bad size; an unhashable layout
+    args = {"output_size": (2, 2, 2), "layout": "NCDHW", **bad}
+    try:
+        backward_torch(g, args["output_size"], (2, 2, 1, 1, 1), layout=args["layout"])
+        refused.append(None)
+    except Exception as exc:
+        refused.append(getattr(exc, "code", repr(exc)))
+out["calls"], out["refused"] = calls, refused
 out["ok"] = (first == [want, want] and again == [[v * k for v in want] for k in (1, 2, 3)] and strided == want
-             and refused == 161002 and calls[names[0]] == 0 and calls[names[1]] == 0 and calls[names[2]] == 3)
+             and refused == [161002, 161002] and calls[names[0]] == 0 and calls[names[1]] == 0 and calls[names[2]] == 3)
 """,
 }
 
