@@ -1,6 +1,6 @@
 /*
- * elementwise.c - element access by dtype and strided walks for the simulated copy, fill and reduce-sum
- * operators (elementwise.h).  Conversions of the 16-bit floats: us3d_kernel.c.
+ * elementwise.c - element access by dtype, the dtype rules and strided walks for the simulated copy, fill,
+ * arithmetic and reduce-sum operators (elementwise.h).  Conversions of the 16-bit floats: us3d_kernel.c.
  */
 #include "elementwise.h"
 
@@ -17,6 +17,45 @@ int ew_dtype_ok(int dtype) {
     default:
         return 0;
     }
+}
+
+int ew_is_floating(int dtype) {
+    return dtype == ACL_FLOAT || dtype == ACL_FLOAT16 || dtype == ACL_BF16 || dtype == ACL_DOUBLE;
+}
+
+const char *ew_dtype_name(int dtype) {
+    switch (dtype) {
+    case ACL_FLOAT: return "float32";
+    case ACL_FLOAT16: return "float16";
+    case ACL_BF16: return "bfloat16";
+    case ACL_DOUBLE: return "float64";
+    case ACL_INT8: return "int8";
+    case ACL_INT16: return "int16";
+    case ACL_INT32: return "int32";
+    case ACL_INT64: return "int64";
+    case ACL_UINT8: return "uint8";
+    case ACL_BOOL: return "bool";
+    default: return "unsupported";
+    }
+}
+
+static int int_width(int dtype) {
+    return dtype == ACL_INT64 ? 8 : dtype == ACL_INT32 ? 4 : dtype == ACL_INT16 ? 2 : 1;
+}
+
+int ew_promote(int a, int b) {
+    if (a == b || b == ACL_BOOL) return a;
+    if (a == ACL_BOOL) return b;
+    if (ew_is_floating(a) != ew_is_floating(b)) return ew_is_floating(a) ? a : b;
+    if (ew_is_floating(a)) return a == ACL_DOUBLE || b == ACL_DOUBLE ? ACL_DOUBLE : ACL_FLOAT;
+    if ((a == ACL_UINT8 && b == ACL_INT8) || (a == ACL_INT8 && b == ACL_UINT8)) return ACL_INT16;
+    return int_width(a) >= int_width(b) ? a : b;
+}
+
+const char *ew_cast_refused(int from, int to) {
+    if (ew_is_floating(from) && !ew_is_floating(to) && to != ACL_BOOL) return "no floating to integral";
+    if (from != ACL_BOOL && to == ACL_BOOL) return "no non-bool to bool";
+    return NULL;
 }
 
 double ew_load(int dtype, const void *p) {

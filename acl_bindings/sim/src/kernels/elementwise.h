@@ -16,6 +16,16 @@ void ew_store(int dtype, void *p, double v);
 /* v as ew_store would round it into dtype, read back (a Cast into dtype and out again). */
 double ew_round(int dtype, double v);
 
+/* The dtype rules the arithmetic operators share (opbase data_type_utils.h, on the simulated dtypes): */
+/* float32, float16, bfloat16 or float64 */
+int ew_is_floating(int dtype);
+/* "float32", "int64", ...; "unsupported" for a dtype outside ew_dtype_ok's */
+const char *ew_dtype_name(int dtype);
+/* PromoteType (kPromoteTypesLookup): PyTorch's promotion table */
+int ew_promote(int a, int b);
+/* CanCast: the rule a cast from -> to breaks ("no floating to integral", ...), or NULL where it may */
+const char *ew_cast_refused(int from, int to);
+
 /* A view: sizes and element strides (ndim <= 25); data already points at the view's first element. */
 typedef struct {
     int64_t ndim;

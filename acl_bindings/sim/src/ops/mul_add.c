@@ -37,53 +37,12 @@ typedef struct {
     op_data k;
 } bin_args;
 
-static int is_floating(int dtype) {
-    return dtype == ACL_FLOAT || dtype == ACL_FLOAT16 || dtype == ACL_BF16 || dtype == ACL_DOUBLE;
-}
-
-static const char *dt_name(int dtype) {
-    switch (dtype) {
-    case ACL_FLOAT: return "float32";
-    case ACL_FLOAT16: return "float16";
-    case ACL_BF16: return "bfloat16";
-    case ACL_DOUBLE: return "float64";
-    case ACL_INT8: return "int8";
-    case ACL_INT16: return "int16";
-    case ACL_INT32: return "int32";
-    case ACL_INT64: return "int64";
-    case ACL_UINT8: return "uint8";
-    case ACL_BOOL: return "bool";
-    default: return "unsupported";
-    }
-}
-
-static int int_width(int dtype) {
-    return dtype == ACL_INT64 ? 8 : dtype == ACL_INT32 ? 4 : dtype == ACL_INT16 ? 2 : 1;
-}
-
-/* opbase PromoteType (data_type_utils.h kPromoteTypesLookup) on the simulated dtypes: PyTorch's table */
-static int promote(int a, int b) {
-    if (a == b || b == ACL_BOOL) return a;
-    if (a == ACL_BOOL) return b;
-    if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
-    if (is_floating(a)) return a == ACL_DOUBLE || b == ACL_DOUBLE ? ACL_DOUBLE : ACL_FLOAT;
-    if ((a == ACL_UINT8 && b == ACL_INT8) || (a == ACL_INT8 && b == ACL_UINT8)) return ACL_INT16;
-    return int_width(a) >= int_width(b) ? a : b;
-}
-
-/* opbase CanCast: the rule a cast from -> to breaks, or NULL */
-static const char *cast_refused(int from, int to) {
-    if (is_floating(from) && !is_floating(to) && to != ACL_BOOL) return "no floating to integral";
-    if (from != ACL_BOOL && to == ACL_BOOL) return "no non-bool to bool";
-    return NULL;
-}
-
 /* The compute dtype of a tensor and a scalar: aclnn_mul.cpp InferTensorScalarDtype, aclnn_add.cpp
    PromoteTypeScalar (non-arch35); a floating self keeps its dtype (Muls computes bfloat16 in float32) */
 static int scalar_calc(int kind, int self, int scalar, int out) {
-    if (is_floating(self)) return self == ACL_BF16 && kind == K_MULS ? ACL_FLOAT : self;
+    if (ew_is_floating(self)) return self == ACL_BF16 && kind == K_MULS ? ACL_FLOAT : self;
     if (scalar == ACL_DOUBLE && (out == ACL_FLOAT || (kind == K_MULS && self == ACL_BOOL))) return ACL_FLOAT;
-    if (is_floating(scalar) || self == ACL_BOOL) return promote(self, scalar);
+    if (ew_is_floating(scalar) || self == ACL_BOOL) return ew_promote(self, scalar);
     return self;
 }
 
@@ -92,15 +51,15 @@ static int scalar_calc(int kind, int self, int scalar, int out) {
 static int check_casts(const char *p1, int kind, int calc, int alpha, int out) {
     const char *why = NULL;
     if ((kind == K_ADD || kind == K_ADDS) && calc == ACL_BOOL)
-        why = is_floating(alpha) ? "a bool sum takes an integral or bool alpha" : NULL;
+        why = ew_is_floating(alpha) ? "a bool sum takes an integral or bool alpha" : NULL;
     else if (kind == K_ADD || kind == K_ADDS)
-        why = cast_refused(alpha, calc);
+        why = ew_cast_refused(alpha, calc);
     if (why)
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: alpha has dtype %s, which cannot be cast to the promoted "
-                            "dtype %s (%s)", p1, dt_name(alpha), dt_name(calc), why);
-    if (kind != K_MULS && (why = cast_refused(calc, out)))
+                            "dtype %s (%s)", p1, ew_dtype_name(alpha), ew_dtype_name(calc), why);
+    if (kind != K_MULS && (why = ew_cast_refused(calc, out)))
         return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: out has dtype %s, which the promoted dtype %s cannot be "
-                            "cast to (%s)", p1, dt_name(out), dt_name(calc), why);
+                            "cast to (%s)", p1, ew_dtype_name(out), ew_dtype_name(calc), why);
     return 0;
 }
 
@@ -113,7 +72,7 @@ static int check_dtypes(const char *p1, int kind, const int dt[3], const char *o
                                 "(float32, float16, bfloat16, float64, int8..int64, uint8, bool)", p1,
                                 k == 1 ? other : names[k], dt[k]);
     if (kind == K_MUL || kind == K_ADD)
-        *calc = promote(dt[0], dt[1]);
+        *calc = ew_promote(dt[0], dt[1]);
     else
         *calc = scalar_calc(kind, dt[0], dt[1], dt[2]);
     return check_casts(p1, kind, *calc, alpha, dt[2]);
