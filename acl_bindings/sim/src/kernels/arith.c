@@ -135,13 +135,13 @@ static int check_shapes(const arith_op *d, const char *const names[3], const acl
     if ((rc = opapi_check_broadcast(p1, names[0], s, names[2], o)) ||
         (rc = opapi_check_broadcast(p1, names[1], t, names[2], o)))
         return rc;
-    /* out must be the broadcast shape itself: some dim of self or other has out's size, or out's is 1 */
+    /* out must be the broadcast shape itself (a dim of 1 takes the other's size, 0 included) */
     for (int64_t i = 0; i < o->ndim; i++) {
         int64_t si = i - (o->ndim - s->ndim), ti = i - (o->ndim - t->ndim);
-        int64_t sd = si < 0 ? 1 : s->dims[si], td = ti < 0 ? 1 : t->dims[ti];
-        if (o->dims[i] != (sd > td ? sd : td))
+        int64_t sd = si < 0 ? 1 : s->dims[si], td = ti < 0 ? 1 : t->dims[ti], bd = sd == 1 ? td : sd;
+        if (o->dims[i] != bd)
             return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: %s dim %" PRId64 " has size %" PRId64 ", not the "
-                                "broadcast size %" PRId64, p1, names[2], i, o->dims[i], sd > td ? sd : td);
+                                "broadcast size %" PRId64, p1, names[2], i, o->dims[i], bd);
     }
     return 0;
 }
