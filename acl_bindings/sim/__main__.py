@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-
 from pathlib import Path
 from typing import NamedTuple
 

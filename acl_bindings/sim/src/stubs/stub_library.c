@@ -22,7 +22,7 @@
  * GetDefaultJitCompileValue, aclGenGraphAndDumpForOp, aclCreateGraphDumpOpt, aclDestroyGraphDumpOpt);
  * prototypes and the aclCompileOpt enum: hicann/ge inc/external/acl/acl_op_compiler.h; codes: hicann/runtime
  * include/external/acl/acl_base_rt.h (ACL_ERROR_OP_NOT_FOUND line 91).  Why 100024 and not 207000: torch_npu's
- * NPU_CHECK_ERROR turns 207000 into a one-time warning and goes on (docs/cann-abi.md §9.4).
+ * NPU_CHECK_ERROR turns 207000 into a one-time warning and goes on (docs/cann-abi.md §9.5).
  */
 #include "cannsim.h"
 
@@ -188,8 +188,8 @@ static int copy_value(const char *f, int opt, char *value, size_t length, const 
 
 /* aclGetCompileopt reads two options only: ACL_OP_DEBUG_OPTION (the stored value; never set is 200001) and
    ACL_OP_JIT_COMPILE, whose answer is the SoC's default, not the stored value: "disable" unless the NPU
-   architecture is one of kJitCompileEnabledByArch, none of which is an Atlas A2 / A3 (DAV_2201), the SoCs
-   torch_npu runs on in the simulator.  Any other option is 200001. */
+   architecture is one of kJitCompileEnabledByArch.  The simulator answers "disable" for every SoC, right for
+   Atlas A2 (Ascend910B1 is arch 2201, not in that list; docs/cann-abi.md §9.5).  Any other option is 200001. */
 CANNSIM_API aclError aclGetCompileopt(int opt, char *value, size_t length) {
     static const char f[] = "aclGetCompileopt";
     int rc = cannsim_enter(f);
