@@ -39,6 +39,8 @@ try:
     out["step"] = "done"
 except Exception as exc:
     out["error"] = [type(exc).__name__, str(exc)]
+from acl_bindings import sim
+out["aclop_calls"] = sim.call_count("aclopCompileAndExecute") + sim.call_count("aclopCompileAndExecuteV2")
 print("RESULT " + json.dumps(out))
 """
 
@@ -106,6 +108,7 @@ def test_an_aclop_fallback_names_the_operator_and_points_to_the_list(_children, 
     assert f"aclopCompileAndExecute: aclop operator {op_type} not found" in text, text
     assert "implements aclnn operators only" in text and _POINTER in text and "docs/sim-ops.md" in text, text
     assert "Failed to find function" not in text, text
+    assert out["aclop_calls"] == 1, out  # the one fallback, refused; nothing ran after it
     if case.endswith("_blocking"):  # InnerRun: OPS_CHECK_ERROR names the code and CANN's reading of it
         assert "error code is 100024" in text and "Single operator not found" in text, text
 
@@ -123,5 +126,6 @@ def test_op_plugins_error_names_the_missing_aclnn_operator(argsort) -> None:
     kind, text = out["error"]
     assert kind == "RuntimeError", out
     assert "aclnnSort or aclnnSortGetWorkspaceSize not in libopapi.so" in text, text
+    assert out["aclop_calls"] == 0, out
     names = {op.name for op in operators()}
     assert "aclnnSort" not in names and "aclnnInplaceCopy" in names, names
