@@ -139,8 +139,8 @@ int foreach_check_memory(const char *func, const foreach_list_arg *args, const f
     return 0;
 }
 
-int foreach_phase1_done(const char *func, const char *op, const foreach_list_arg *args, const foreach_lists *l,
-                        const foreach_op *fop, uint64_t *workspaceSize, aclOpExecutor **executor) {
+static int phase1_done(const char *func, const char *op, const foreach_list_arg *args, const foreach_lists *l,
+                       const foreach_op *fop, uint64_t *workspaceSize, aclOpExecutor **executor) {
     foreach_data fd;
     memset(&fd, 0, sizeof fd);
     fd.nlists = l->nlists;
@@ -165,6 +165,25 @@ int foreach_phase1_done(const char *func, const char *op, const foreach_list_arg
     return ACLNN_SUCCESS;
 }
 
+int foreach_phase1(const char *func, const char *op, const opapi_handle *nulls, int nnulls,
+                   const foreach_list_arg *args, int nlists, const aclScalar *scalar, foreach_check_fn checks,
+                   uint64_t *workspaceSize, aclOpExecutor **executor) {
+    int rc = opapi_phase1_enter(func, workspaceSize, executor);
+    if (rc) return rc;
+    for (int i = 0; i < nnulls; i++)
+        if (!nulls[i].handle) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: %s is NULL", func, nulls[i].name);
+    int sdt = 0;
+    unsigned char sbytes[8] = {0};
+    if ((rc = cannsim_scalar_read(func, scalar, &sdt, sbytes))) return rc;
+    foreach_lists l;
+    if ((rc = foreach_read_lists(func, args, nlists, &l))) return rc;
+    foreach_op fop = {0, ACL_FLOAT, ew_dtype_ok(sdt) ? ew_load(sdt, sbytes) : 0.0};
+    if (!(rc = checks(func, &l, sdt, &fop)) && !(rc = foreach_check_memory(func, args, &l)))
+        rc = phase1_done(func, op, args, &l, &fop, workspaceSize, executor);
+    foreach_lists_free(&l);
+    return rc;
+}
+
 typedef struct {
     foreach_op op;
     foreach_value_fn value;
@@ -184,23 +203,9 @@ static int task_run(void *arg, char *msg, size_t msglen) {
 
 aclnnStatus foreach_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
                            aclOpExecutor *executor, aclrtStream stream, foreach_value_fn value) {
-    int rc = cannsim_enter(func);
-    if (rc) {
-        cannsim_executor_consume(executor); /* a failed phase 2 still consumes a single-use executor */
-        return rc;
-    }
+    int rc;
     aclOpExecutor snap;
-    if ((rc = cannsim_executor_begin(func, op, executor, &snap))) return rc;
-    if (workspaceSize > 0 && !workspace) { /* OPB op_executor.cpp CommonOpExecutorRun, as opapi_phase2 */
-        rc = cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: workspace is NULL but workspaceSize is %" PRIu64 " (the "
-                          "executor is deleted, even a repeatable one)", func, workspaceSize);
-        cannsim_executor_delete(executor);
-        return rc;
-    }
-    if (snap.empty) {
-        cannsim_executor_finish(executor, 1);
-        return ACLNN_SUCCESS;
-    }
+    if (opapi_phase2_begin(func, op, workspace, workspaceSize, executor, &snap, &rc)) return rc;
     foreach_data fd;
     memcpy(&fd, snap.opdata, sizeof fd);
     foreach_list_arg args[FOREACH_MAX_LISTS];
@@ -232,11 +237,7 @@ aclnnStatus foreach_phase2(const char *func, const char *op, void *workspace, ui
         refs[nin] = (cannsim_ref){(const void *)lo, hi - lo, 1};
         if ((rc = cannsim_launch(func, stream, task_run, free, a, refs, nin + 1))) {
             free(a);
-            const char *m = cannsim_peek_error();
-            char copy[700];
-            snprintf(copy, sizeof copy, "%s", m ? m : "");
-            rc = cannsim_fail(ACLNN_ERR_RUNTIME_ERROR, "%s: launching the kernel failed with runtime error %d: %s",
-                              func, rc, copy);
+            rc = opapi_launch_failure(func, rc);
             goto done;
         }
     }

@@ -8,6 +8,7 @@
 #define CANNSIM_FOREACH_H
 
 #include "../opapi.h"
+#include "../scalar.h"
 #include "../tensor_list.h"
 #include "elementwise.h"
 
@@ -57,9 +58,16 @@ void foreach_lists_free(foreach_lists *l);
    the same-index input it is exactly (in place).  161002 with a message. */
 int foreach_check_memory(const char *func, const foreach_list_arg *args, const foreach_lists *l);
 
-/* Phase 1's end: the executor with the lists and op (no workspace; empty when the lists are). */
-int foreach_phase1_done(const char *func, const char *op, const foreach_list_arg *args, const foreach_lists *l,
-                        const foreach_op *fop, uint64_t *workspaceSize, aclOpExecutor **executor);
+/* An operator's own checks (dtypes, shapes), in CANN's order, given the lists and the scalar's dtype; they set
+   fop->calc and round fop->scalar (read from the aclScalar) as the kernel holds it.  0 or the code. */
+typedef int (*foreach_check_fn)(const char *func, const foreach_lists *l, int scalar_dtype, foreach_op *fop);
+
+/* Phase 1 of a foreach operator: the NULL checks in the operator's argument order (nulls: each argument's name and
+   handle, 161001), the scalar and the lists read (161002 when not live), the operator's checks, the memory rules,
+   then the executor with the lists (no workspace; empty when the lists are). */
+int foreach_phase1(const char *func, const char *op, const opapi_handle *nulls, int nnulls,
+                   const foreach_list_arg *args, int nlists, const aclScalar *scalar, foreach_check_fn checks,
+                   uint64_t *workspaceSize, aclOpExecutor **executor);
 
 /* Phase 2 of a foreach operator. */
 aclnnStatus foreach_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,

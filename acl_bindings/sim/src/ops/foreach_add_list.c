@@ -20,7 +20,6 @@
  */
 #define _GNU_SOURCE
 #include "kernels/foreach.h"
-#include "scalar.h"
 
 CANNSIM_REGISTER_OP("aclnnForeachAddListV2GetWorkspaceSize", "aclnnForeachAddListV2")
 
@@ -66,24 +65,10 @@ static int checks(const char *p1, const foreach_lists *l, int adt, foreach_op *f
 CANNSIM_API aclnnStatus aclnnForeachAddListV2GetWorkspaceSize(const aclTensorList *x1, const aclTensorList *x2,
                                                               const aclScalar *alpha, aclTensorList *out,
                                                               uint64_t *workspaceSize, aclOpExecutor **executor) {
-    const char *p1 = "aclnnForeachAddListV2GetWorkspaceSize";
-    int rc = opapi_phase1_enter(p1, workspaceSize, executor);
-    if (rc) return rc;
-    if (!x1) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: x1 is NULL", p1);
-    if (!x2) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: x2 is NULL", p1);
-    if (!alpha) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: alpha is NULL", p1);
-    if (!out) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: out is NULL", p1);
+    const opapi_handle nulls[4] = {{"x1", x1, 0}, {"x2", x2, 0}, {"alpha", alpha, 0}, {"out", out, 0}};
     const foreach_list_arg args[3] = {{"x1", x1}, {"x2", x2}, {"out", out}};
-    int adt = 0;
-    unsigned char abytes[8] = {0};
-    if ((rc = cannsim_scalar_read(p1, alpha, &adt, abytes))) return rc;
-    foreach_lists l;
-    if ((rc = foreach_read_lists(p1, args, 3, &l))) return rc;
-    foreach_op fop = {0, ACL_FLOAT, ew_dtype_ok(adt) ? ew_load(adt, abytes) : 0.0};
-    if (!(rc = checks(p1, &l, adt, &fop)) && !(rc = foreach_check_memory(p1, args, &l)))
-        rc = foreach_phase1_done(p1, "ForeachAddListV2", args, &l, &fop, workspaceSize, executor);
-    foreach_lists_free(&l);
-    return rc;
+    return foreach_phase1("aclnnForeachAddListV2GetWorkspaceSize", "ForeachAddListV2", nulls, 4, args, 3, alpha,
+                          checks, workspaceSize, executor);
 }
 
 CANNSIM_API aclnnStatus aclnnForeachAddListV2(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,

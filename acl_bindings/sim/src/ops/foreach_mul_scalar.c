@@ -19,7 +19,6 @@
  */
 #define _GNU_SOURCE
 #include "kernels/foreach.h"
-#include "scalar.h"
 
 CANNSIM_REGISTER_OP("aclnnForeachMulScalarV2GetWorkspaceSize", "aclnnForeachMulScalarV2")
 
@@ -68,23 +67,10 @@ static int checks(const char *p1, const foreach_lists *l, int sdt, foreach_op *f
 CANNSIM_API aclnnStatus aclnnForeachMulScalarV2GetWorkspaceSize(const aclTensorList *x, const aclScalar *scalar,
                                                                 aclTensorList *out, uint64_t *workspaceSize,
                                                                 aclOpExecutor **executor) {
-    const char *p1 = "aclnnForeachMulScalarV2GetWorkspaceSize";
-    int rc = opapi_phase1_enter(p1, workspaceSize, executor);
-    if (rc) return rc;
-    if (!x) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: x is NULL", p1);
-    if (!scalar) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: scalar is NULL", p1);
-    if (!out) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: out is NULL", p1);
+    const opapi_handle nulls[3] = {{"x", x, 0}, {"scalar", scalar, 0}, {"out", out, 0}};
     const foreach_list_arg args[2] = {{"x", x}, {"out", out}};
-    int sdt = 0;
-    unsigned char sbytes[8] = {0};
-    if ((rc = cannsim_scalar_read(p1, scalar, &sdt, sbytes))) return rc;
-    foreach_lists l;
-    if ((rc = foreach_read_lists(p1, args, 2, &l))) return rc;
-    foreach_op fop = {0, ACL_FLOAT, ew_dtype_ok(sdt) ? ew_load(sdt, sbytes) : 0.0};
-    if (!(rc = checks(p1, &l, sdt, &fop)) && !(rc = foreach_check_memory(p1, args, &l)))
-        rc = foreach_phase1_done(p1, "ForeachMulScalarV2", args, &l, &fop, workspaceSize, executor);
-    foreach_lists_free(&l);
-    return rc;
+    return foreach_phase1("aclnnForeachMulScalarV2GetWorkspaceSize", "ForeachMulScalarV2", nulls, 3, args, 2, scalar,
+                          checks, workspaceSize, executor);
 }
 
 CANNSIM_API aclnnStatus aclnnForeachMulScalarV2(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
