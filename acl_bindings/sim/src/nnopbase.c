@@ -290,7 +290,8 @@ CANNSIM_API aclnnStatus aclDestroyTensorList(const aclTensorList *array) {
 CANNSIM_API aclnnStatus aclGetTensorListSize(const aclTensorList *tensorList, uint64_t *size) {
     ENTER("aclGetTensorListSize");
     if (!tensorList || !size)
-        return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "aclGetTensorListSize: %s is NULL", tensorList ? "size" : "tensorList");
+        return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "aclGetTensorListSize: %s is NULL",
+                            tensorList ? "size" : "tensorList");
     cannsim_lock();
     int live = cannsim_handle_live("tensor_list", tensorList);
     if (live) *size = tensorList->size;

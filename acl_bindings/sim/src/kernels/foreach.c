@@ -27,7 +27,7 @@ void foreach_lists_free(foreach_lists *l) {
 /* Lock held.  List `name` into *dst (*n descriptors).  In phase 2 (serial != 0) the list and its tensors must be the
    ones phase 1 saw, else CANNSIM_ERR_STALE_HANDLE; in phase 1 a dead handle is 161002. */
 static int read_locked(const char *func, const char *name, const aclTensorList *list, uint64_t serial,
-                       aclTensor **dst, uint64_t *n) {
+                       aclTensor **dst, uint64_t *n, uint64_t *serial_out) {
     if (!cannsim_handle_live("tensor_list", list) || (serial && list->serial != serial)) {
         if (serial)
             return cannsim_fail(CANNSIM_ERR_STALE_HANDLE,
@@ -39,6 +39,7 @@ static int read_locked(const char *func, const char *name, const aclTensorList *
                             "created by aclCreateTensorList)", func, name, (const void *)list);
     }
     *n = list->size;
+    *serial_out = list->serial;
     *dst = calloc(list->size ? (size_t)list->size : 1, sizeof **dst);
     if (!*dst) return cannsim_fail(ACLNN_ERR_INNER_NULLPTR, "%s: out of host memory reading %s", func, name);
     for (uint64_t i = 0; i < list->size; i++) {
@@ -64,7 +65,8 @@ static int read_all(const char *func, const foreach_list_arg *args, int nlists, 
     int rc = 0;
     cannsim_lock();
     for (int k = 0; k < nlists && !rc; k++)
-        rc = read_locked(func, args[k].name, args[k].list, serials ? serials[k] : 0, &out->t[k], &out->n[k]);
+        rc = read_locked(func, args[k].name, args[k].list, serials ? serials[k] : 0, &out->t[k], &out->n[k],
+                         &out->serial[k]);
     cannsim_unlock();
     if (rc) foreach_lists_free(out);
     return rc;
@@ -147,8 +149,7 @@ static int phase1_done(const char *func, const char *op, const foreach_list_arg 
     for (int k = 0; k < l->nlists; k++) {
         fd.list[k] = args[k].list;
         fd.name[k] = args[k].name;
-        fd.serial[k] = args[k].list->serial; /* (read under the lock by foreach_read_lists: the list is not freed
-                                                 while the caller's phase 1 runs) */
+        fd.serial[k] = l->serial[k];
     }
     fd.op = *fop;
     const cannsim_exec_io io = {NULL, 0, NULL, 0, NULL, 0, ""};

@@ -25,6 +25,7 @@ typedef struct {
     int nlists;
     uint64_t n[FOREACH_MAX_LISTS];
     aclTensor *t[FOREACH_MAX_LISTS];
+    uint64_t serial[FOREACH_MAX_LISTS]; /* each list's serial, read with it */
 } foreach_lists;
 
 /* What an operator computes per element: out = x0 * mul + x1 * mul1 ... (op-defined), in dtype calc. */
