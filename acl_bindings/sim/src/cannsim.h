@@ -218,7 +218,7 @@ CANNSIM_API int cannsim_enter(const char *func);
 CANNSIM_API void cannsim_lock(void);
 CANNSIM_API void cannsim_unlock(void);
 
-/* Handle registries, by kind: "tensor", "int_array", "executor" (others are internal to the
+/* Handle registries, by kind: "tensor", "int_array", "executor", "tensor_list" (others are internal to the
    runtime).  Call with the lock held. */
 CANNSIM_API int cannsim_handle_add(const char *kind, const void *p);
 CANNSIM_API int cannsim_handle_remove(const char *kind, const void *p);  /* 1 if it was live */

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "cannsim.h"
+#include "tensor_list.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -16,6 +17,7 @@
 #define TENSOR_MAGIC 0x54454e534f52ULL   /* "TENSOR" */
 #define ARRAY_MAGIC 0x494e544152ULL      /* "INTAR" */
 #define EXEC_MAGIC 0x45584543ULL         /* "EXEC" */
+#define LIST_MAGIC 0x544c495354ULL       /* "TLIST" */
 #define MAX_ARRAY_LEN (1ULL << 24)
 
 static _Atomic uint64_t g_serial; /* tensors and arrays: a destroyed handle's address may be reused */
@@ -167,6 +169,136 @@ CANNSIM_API aclnnStatus aclDestroyIntArray(const aclIntArray *array) {
                             (const void *)array);
     free(array->vals);
     free((void *)array);
+    return ACLNN_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- tensor lists (tensor_list.h; cann-abi.md §9.3) */
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether a non-NULL entry of v[0..n) appears twice (lock not needed: v is the caller's copy). */
+static int has_duplicate(const aclTensor **v, uint64_t n) {
+    if (n < 2) return 0;
+    uintptr_t *s = malloc((size_t)n * sizeof *s);
+    if (!s) return -1;
+    for (uint64_t i = 0; i < n; i++) s[i] = (uintptr_t)v[i];
+    qsort(s, (size_t)n, sizeof *s, cmp_ptr);
+    int dup = 0;
+    for (uint64_t i = 1; i < n && !dup; i++) dup = s[i] && s[i] == s[i - 1];
+    free(s);
+    return dup;
+}
+
+/* OPB acl_op_api.cpp aclCreateTensorList -> aclTensorList(value, size): the array of pointers is copied; a NULL
+   value or a size of 0 makes an empty list (not NULL).  Stricter than CANN, which copies the pointers unchecked
+   (its later use or destroy would read freed memory or delete twice): a non-NULL entry that is not a live
+   aclTensor, or a tensor listed twice, is refused (NULL, 161002). */
+CANNSIM_API aclTensorList *aclCreateTensorList(const aclTensor *const *value, uint64_t size) {
+    const char *F = "aclCreateTensorList";
+    if (cannsim_enter(F)) return NULL;
+    if (!value) size = 0;
+    if (size > MAX_ARRAY_LEN) {
+        cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: size %" PRIu64 " is too large for the simulator", F, size);
+        return NULL;
+    }
+    aclTensorList *l = calloc(1, sizeof *l);
+    const aclTensor **v = size ? malloc((size_t)size * sizeof *v) : NULL;
+    uint64_t *ser = size ? calloc((size_t)size, sizeof *ser) : NULL;
+    if (!l || (size && (!v || !ser))) {
+        free(l), free(v), free(ser);
+        cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: out of host memory", F);
+        return NULL;
+    }
+    if (size) memcpy(v, value, (size_t)size * sizeof *v);
+    int dup = has_duplicate(v, size);
+    if (dup) {
+        free(l), free(v), free(ser);
+        if (dup < 0) cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: out of host memory", F);
+        else
+            cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: an aclTensor is listed twice: the list owns its tensors, so "
+                         "destroying it would destroy that tensor twice (simulator rule; CANN deletes it twice)", F);
+        return NULL;
+    }
+    l->magic = LIST_MAGIC;
+    l->size = size;
+    l->tensors = v;
+    l->serials = ser;
+    l->serial = atomic_fetch_add(&g_serial, 1) + 1;
+    uint64_t bad = UINT64_MAX;
+    cannsim_lock();
+    for (uint64_t i = 0; i < size && bad == UINT64_MAX; i++) {
+        if (!v[i]) continue;
+        if (cannsim_handle_live("tensor", v[i])) ser[i] = v[i]->serial;
+        else bad = i;
+    }
+    int rc = bad == UINT64_MAX ? cannsim_handle_add("tensor_list", l) : 0;
+    cannsim_unlock();
+    if (bad != UINT64_MAX || rc) {
+        const void *p = bad != UINT64_MAX ? (const void *)v[bad] : NULL;
+        free(l), free(v), free(ser);
+        if (rc) cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: out of host memory", F);
+        else
+            cannsim_fail(ACLNN_ERR_PARAM_INVALID, "%s: value[%" PRIu64 "] = %p is not a live aclTensor (destroyed, or "
+                         "not created by aclCreateTensor)", F, bad, p);
+        return NULL;
+    }
+    return l;
+}
+
+/* OPB acl_op_api.cpp aclDestroyTensorList: NULL is 0; each tensor of the list is destroyed (aclDestroyTensor, which
+   takes NULL), then the list.  A list not live (destroyed twice, or foreign) is 161002, as for a tensor.  An entry
+   destroyed since (by aclDestroyTensor, or through another list) would be deleted twice by CANN: the simulator
+   destroys the list and its live tensors and returns 161002 naming the first such entry. */
+CANNSIM_API aclnnStatus aclDestroyTensorList(const aclTensorList *array) {
+    ENTER("aclDestroyTensorList");
+    if (!array) return ACLNN_SUCCESS;
+    uint64_t bad = UINT64_MAX;
+    cannsim_lock();
+    int live = cannsim_handle_remove("tensor_list", array);
+    if (live) {
+        for (uint64_t i = 0; i < array->size; i++) {
+            const aclTensor *t = array->tensors[i];
+            if (!t) continue;
+            if (cannsim_handle_live("tensor", t) && t->serial == array->serials[i]) {
+                cannsim_handle_remove("tensor", t);
+                free((void *)t);
+            } else if (bad == UINT64_MAX) {
+                bad = i;
+            }
+        }
+    }
+    cannsim_unlock();
+    if (!live)
+        return cannsim_fail(ACLNN_ERR_PARAM_INVALID,
+                            "aclDestroyTensorList: %p is not a live aclTensorList (already destroyed, or not created "
+                            "by aclCreateTensorList)", (const void *)array);
+    const void *p = bad != UINT64_MAX ? (const void *)array->tensors[bad] : NULL;
+    free((void *)array->tensors);
+    free(array->serials);
+    free((void *)array);
+    if (bad != UINT64_MAX)
+        return cannsim_fail(ACLNN_ERR_PARAM_INVALID,
+                            "aclDestroyTensorList: entry %" PRIu64 " (aclTensor %p) was already destroyed: the list "
+                            "owns its tensors and destroys them (CANN would delete it twice; the list and its other "
+                            "tensors are destroyed)", bad, p);
+    return ACLNN_SUCCESS;
+}
+
+/* OPB acl_op_api.cpp aclGetTensorListSize: NULL tensorList or size is 161001. */
+CANNSIM_API aclnnStatus aclGetTensorListSize(const aclTensorList *tensorList, uint64_t *size) {
+    ENTER("aclGetTensorListSize");
+    if (!tensorList || !size)
+        return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "aclGetTensorListSize: %s is NULL",
+                            tensorList ? "size" : "tensorList");
+    cannsim_lock();
+    int live = cannsim_handle_live("tensor_list", tensorList);
+    if (live) *size = tensorList->size;
+    cannsim_unlock();
+    if (!live)
+        return cannsim_fail(ACLNN_ERR_PARAM_INVALID, "aclGetTensorListSize: %p is not a live aclTensorList",
+                            (const void *)tensorList);
     return ACLNN_SUCCESS;
 }
 

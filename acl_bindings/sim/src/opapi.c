@@ -436,26 +436,37 @@ void opapi_note_no_kernel(const char *func, const char *op_type) {
                        "goes on without it", func, op_type, cannsim_soc_name());
 }
 
+int opapi_phase2_begin(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
+                       aclOpExecutor *executor, aclOpExecutor *snap, int *rc) {
+    if ((*rc = cannsim_enter(func))) {
+        cannsim_executor_consume(executor); /* a failed phase 2 still consumes a single-use executor */
+        return 1;
+    }
+    if ((*rc = cannsim_executor_begin(func, op, executor, snap))) return 1;
+    if (workspaceSize > 0 && !workspace) { /* OPB op_executor.cpp CommonOpExecutorRun: the size argument, first */
+        *rc = cannsim_fail(ACLNN_ERR_PARAM_NULLPTR,
+                           "%s: workspace is NULL but workspaceSize is %" PRIu64 " (the executor is deleted, even a "
+                           "repeatable one)", func, workspaceSize);
+        cannsim_executor_delete(executor);
+        return 1;
+    }
+    if (snap->empty) {
+        cannsim_executor_finish(executor, 1);
+        *rc = ACLNN_SUCCESS;
+        return 1;
+    }
+    return 0;
+}
+
+int opapi_launch_failure(const char *func, int rc) {
+    return runtime_failure(func, "launching the kernel failed with ", rc);
+}
+
 aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
                          aclOpExecutor *executor, aclrtStream stream, const opapi_kernel *kernel) {
-    int rc = cannsim_enter(func);
-    if (rc) {
-        cannsim_executor_consume(executor); /* a failed phase 2 still consumes a single-use executor */
-        return rc;
-    }
+    int rc;
     aclOpExecutor snap;
-    if ((rc = cannsim_executor_begin(func, op, executor, &snap))) return rc;
-    if (workspaceSize > 0 && !workspace) { /* OPB op_executor.cpp CommonOpExecutorRun: the size argument, first */
-        rc = cannsim_fail(ACLNN_ERR_PARAM_NULLPTR,
-                          "%s: workspace is NULL but workspaceSize is %" PRIu64 " (the executor is deleted, even a "
-                          "repeatable one)", func, workspaceSize);
-        cannsim_executor_delete(executor);
-        return rc;
-    }
-    if (snap.empty) {
-        cannsim_executor_finish(executor, 1);
-        return ACLNN_SUCCESS;
-    }
+    if (opapi_phase2_begin(func, op, workspace, workspaceSize, executor, &snap, &rc)) return rc;
     if (snap.workspace_size > 0) {
         /* simulator rules, stricter than CANN (which never compares with phase 1, and launches a kernel that
            faults or, on an Ascend950, silently does nothing): the size phase 1 asked for */
@@ -503,7 +514,7 @@ aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint
     rc = cannsim_launch(func, stream, kernel->run, kernel->destroy, arg, refs, snap.nin + snap.nout + 1);
     if (rc) {
         kernel->destroy(arg); /* (frees the argument only: the runtime's message stays pending) */
-        rc = runtime_failure(func, "launching the kernel failed with ", rc);
+        rc = opapi_launch_failure(func, rc);
         goto fail;
     }
     cannsim_executor_finish(executor, 1);

@@ -105,6 +105,14 @@ void opapi_note_no_kernel(const char *func, const char *op_type);
 aclnnStatus opapi_phase2(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
                          aclOpExecutor *executor, aclrtStream stream, const opapi_kernel *kernel);
 
+/* Phase 2's first steps, shared by opapi_phase2 and the operators with their own (kernels/foreach.c): count the
+   call, start the executor into *snap, check a NULL workspace with a size.  Returns 1 when phase 2 ends there
+   (*rc: 0 for an empty executor, finished; else the code, the executor consumed), 0 to go on. */
+int opapi_phase2_begin(const char *func, const char *op, void *workspace, uint64_t workspaceSize,
+                       aclOpExecutor *executor, aclOpExecutor *snap, int *rc);
+/* A failed cannsim_launch (runtime status rc) as the operator reports it: 361001 quoting the runtime's message. */
+int opapi_launch_failure(const char *func, int rc);
+
 /* ViewCopy(result, out) of phase 1's last step: the result keeps the input's storage format (the L0's AllocTensor,
    Transpose), and ViewCopy refuses one other than the output's unless it is ND: 561103 (OMA
    conversion/contiguous/op_host/op_api/contiguous.cpp CheckViewCopyParams; cann-abi.md §10.1). */

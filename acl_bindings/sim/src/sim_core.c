@@ -150,7 +150,7 @@ static const char *const k_names[] = {
     "aclGetIntArraySize", "aclSetAclOpExecutorRepeatable", "aclDestroyAclOpExecutor",
     "aclSetInputTensorAddr", "aclSetOutputTensorAddr", "aclSetTensorAddr", "aclSetDynamicInputTensorAddr",
     "aclSetDynamicOutputTensorAddr", "aclSetRawTensorAddr", "aclGetRawTensorAddr", "aclnnInit",
-    "aclnnFinalize",
+    "aclnnFinalize", "aclCreateTensorList", "aclDestroyTensorList", "aclGetTensorListSize",
     /* the runtime functions torch_npu needs (rt_torch_npu.c) */
     "aclrtCreateStreamWithConfig", "aclrtSetStreamFailureMode", "aclrtSetDeviceSatMode",
     "aclrtSetOpExecuteTimeOutV2", "aclrtGetSysParamOpt", "aclrtSetSysParamOpt", "aclrtCtxSetSysParamOpt",
@@ -405,7 +405,7 @@ void pset_clear(pset *s) {
 }
 
 /* kinds visible to the other libraries and to cannsimLiveHandles */
-pset g_tensors, g_int_arrays, g_executors;
+pset g_tensors, g_int_arrays, g_executors, g_tensor_lists;
 pset g_streams;      /* user streams */
 pset g_events;
 pset g_user_ctx;     /* user-created contexts */
@@ -413,7 +413,7 @@ pset g_all_ctx;      /* user and default contexts */
 pset g_all_streams;  /* user and default streams, not yet dying */
 
 const char *const k_kinds[] = {"device_buffer", "host_buffer", "tensor", "int_array",
-                               "executor", "stream", "event", "context", "device_ref"};
+                               "executor", "stream", "event", "context", "device_ref", "tensor_list"};
 const size_t N_KINDS = sizeof k_kinds / sizeof k_kinds[0];
 int64_t g_released_k[sizeof k_kinds / sizeof k_kinds[0]];
 
@@ -428,6 +428,7 @@ static pset *kind_set(const char *kind) {
     if (!strcmp(kind, "tensor")) return &g_tensors;
     if (!strcmp(kind, "int_array")) return &g_int_arrays;
     if (!strcmp(kind, "executor")) return &g_executors;
+    if (!strcmp(kind, "tensor_list")) return &g_tensor_lists;
     return NULL;
 }
 
@@ -576,6 +577,7 @@ static int64_t live_count_locked(int k) {
         for (int i = 0; i < g_ndev; i++) r += g_dev[i].refs;
         return r;
     }
+    case 9: return (int64_t)g_tensor_lists.n;
     default: return -1;
     }
 }
