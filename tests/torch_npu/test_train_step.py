@@ -27,7 +27,7 @@ sys.path.insert(0, EXAMPLE_DIR)
 import torch_npu_train_step as ex
 
 WATCH = ["aclnnMul", "aclnnInplaceAdd", "aclnnMseLoss", "aclnnMseLossBackward", "aclnnSub", "aclnnPowTensorScalar",
-         "aclnnMean", "aclnnForeachAddList", "aclnnForeachMulScalar", "aclnnUpsampleNearestExact3d",
+         "aclnnMean", "aclnnForeachAddListV2", "aclnnForeachMulScalarV2", "aclnnUpsampleNearestExact3d",
          "aclnnUpsampleNearestExact3dBackward", "aclopCompileAndExecute", "aclopCompileAndExecuteV2", "aclrtMemcpy"]
 out = {}
 CASES = [("package", "mse", "sgd"), ("torch", "manual", "sgd-loop"), ("package", "manual", "sgd-momentum")]
@@ -97,8 +97,8 @@ def test_the_steps_run_the_aclnn_operators_and_match_the_cpu(counted, case: str)
     assert ran.get("aclrtMemcpy", 0) <= 3 * 2 + 4 + 1, ran
     loss_ops = {"aclnnMseLoss", "aclnnMseLossBackward"} if "/mse/" in case else {"aclnnSub", "aclnnPowTensorScalar",
                                                                                "aclnnMean"}
-    step_ops = {"sgd": {"aclnnForeachAddList"}, "sgd-loop": {"aclnnInplaceAdd"},
-                "sgd-momentum": {"aclnnForeachMulScalar", "aclnnForeachAddList"}}[case.split("/")[2]]
+    step_ops = {"sgd": {"aclnnForeachAddListV2"}, "sgd-loop": {"aclnnInplaceAdd"},
+                "sgd-momentum": {"aclnnForeachMulScalarV2", "aclnnForeachAddListV2"}}[case.split("/")[2]]
     upsample_ops = {"aclnnUpsampleNearestExact3d", "aclnnUpsampleNearestExact3dBackward"}
     want_ops = loss_ops | step_ops | upsample_ops | {"aclnnMul", "aclnnInplaceAdd"}  # x * w; w.grad accumulates
     assert want_ops <= set(ran), sorted(want_ops - set(ran))
