@@ -9,8 +9,33 @@
 #include "cannsim.h"
 #include "kernels/broadcast.h"
 #include "kernels/elementwise.h"
+#include "opapi.h"
 
 #include <stdint.h>
+
+/* A reduction's phase 1 (aclnnReduceSum and aclnnMean share the signature self, dim, keepDim, dtype, out): copies of
+   the handles, the dims and what the op cache and the memory checks need. */
+typedef struct {
+    aclTensor s, o;
+    int64_t dims[CANNSIM_MAX_DIMS]; /* the first CANNSIM_MAX_DIMS of dim's values */
+    int64_t ndims;                  /* dim's length */
+    const aclTensor *ins[1], *outs[1];
+    const aclIntArray *arrays[1];
+    cannsim_exec_io io;
+    opapi_tensor tin[1], tout[1];
+    cannsim_key key;
+} rd_call;
+
+/* Phase 1's start: count the call, NULL handles (161001), live handles, the copies, the op-cache key.  Returns 1
+   when phase 1 is over (an error, or the op cache answered), with its status in *rc; else 0 to run the checks. */
+int rd_phase1_start(const char *p1, const char *op, rd_call *c, const aclTensor *self, const aclIntArray *dim,
+                    _Bool keepDim, int dtype, aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor,
+                    int *rc);
+
+/* Phase 1's end: views in storage, memory (self not read when !read_self) and the executor with opdata; empty:
+   nothing to launch. */
+int rd_phase1_done(const char *p1, const char *op, rd_call *c, int read_self, int empty, const void *opdata,
+                   size_t opdata_size, uint64_t *workspaceSize, aclOpExecutor **executor);
 
 /* Mark in reduced[] (zeroed here) the dims of a self with ndim dims that dims[0..n) names; a 0-d self takes dim 0
    or -1 and reduces nothing.  Returns 0, or 161002 with a message (func: the entry point) naming the dim. */
@@ -28,9 +53,10 @@ typedef struct {
 
 void rd_make(rd_args *a, const aclTensor *self, const aclTensor *out, const unsigned char *reduced);
 
-/* The sums: one double per out element, in row-major order of the kept dims, each element of self first rounded to
-   calc (ew_round; calc < 0: as loaded).  *ov receives out's view over those elements (ew_offset(ov, j) is sum j's
-   place).  Returns the array (free it), or NULL when out of host memory. */
-double *rd_sums(const rd_args *a, int calc, ew_view *ov);
+/* The reduction's task: per out element, the sum over the reduced dims of self's elements (each first rounded to
+   calc by ew_round; calc < 0: as loaded), accumulated in double, then fin(ctx, sum) (fin NULL: the sum) stored into
+   out (ew_store's rounding).  Returns 0, or 507000 with a message (func: the entry point) out of host memory. */
+int rd_reduce(const rd_args *a, int calc, double (*fin)(const void *ctx, double sum), const void *ctx,
+              const char *func, char *msg, size_t msglen);
 
 #endif

@@ -27,7 +27,6 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,40 +81,11 @@ static int64_t numel_of(const aclTensor *t) {
 CANNSIM_API aclnnStatus aclnnMeanGetWorkspaceSize(const aclTensor *self, const aclIntArray *dim, _Bool keepDim,
                                                   int dtype, aclTensor *out, uint64_t *workspaceSize,
                                                   aclOpExecutor **executor) {
-    int rc = opapi_phase1_enter(P1, workspaceSize, executor);
-    if (rc) return rc;
-    if (!self) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: self is NULL", P1);
-    if (!dim) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: dim is NULL", P1);
-    if (!out) return cannsim_fail(ACLNN_ERR_PARAM_NULLPTR, "%s: out is NULL", P1);
-    aclTensor s, o;
-    int64_t dims[CANNSIM_MAX_DIMS];
-    int64_t ndims = 0;
-    const opapi_handle handles[3] = {{"self", self, 0}, {"dim", dim, 1}, {"out", out, 0}};
-    cannsim_lock();
-    rc = opapi_check_live_locked(P1, handles, 3);
-    if (!rc) {
-        s = *self;
-        o = *out;
-        ndims = (int64_t)dim->len;
-        for (int64_t i = 0; i < ndims && i < CANNSIM_MAX_DIMS; i++) dims[i] = dim->vals[i];
-    }
-    cannsim_unlock();
-    if (rc) return rc;
-
-    const aclTensor *ins[1] = {self};
-    const aclTensor *outs[1] = {out};
-    const aclIntArray *arrays[1] = {dim};
-    cannsim_exec_io io = {ins, 1, outs, 1, arrays, 1, "self,out,dim"};
-    const opapi_tensor tin[1] = {{"self", &s}}, tout[1] = {{"out", &o}};
-    cannsim_key key;
-    cannsim_key_init(&key, P1);
-    cannsim_key_tensor(&key, &s, 0);
-    opapi_key_array(&key, dims, ndims, CANNSIM_MAX_DIMS);
-    unsigned char kd = keepDim ? 1 : 0;
-    cannsim_key_bytes(&key, &kd, 1);
-    cannsim_key_bytes(&key, &dtype, sizeof dtype);
-    cannsim_key_tensor(&key, &o, 1);
-    if (opapi_phase1_cached(P1, OP, &key, &io, tin, 1, tout, 1, workspaceSize, executor, &rc)) return rc;
+    rd_call c;
+    int rc;
+    if (rd_phase1_start(P1, OP, &c, self, dim, keepDim, dtype, out, workspaceSize, executor, &rc)) return rc;
+    const aclTensor s = c.s, o = c.o;
+    const int64_t ndims = c.ndims, *const dims = c.dims;
 
     if ((rc = check_dtypes(&s, dtype, &o))) return rc;
     int64_t nd = s.ndim > 0 ? s.ndim : 1;
@@ -140,11 +110,7 @@ CANNSIM_API aclnnStatus aclnnMeanGetWorkspaceSize(const aclTensor *self, const a
         if (!(bc_numel(&want) == 1 && numel_of(&o) == 1) && (rc = bc_check_out(P1, "out", &o, &want, "reduced")))
             return rc;
     }
-    if (numel_of(&o) == 0) return opapi_phase1_done(P1, OP, &io, &key, 0, 1, &od, sizeof od, workspaceSize, executor);
-    if (!od.empty && (rc = opapi_check_view_in_storage(P1, "self", &s))) return rc;
-    if ((rc = opapi_check_view_in_storage(P1, "out", &o))) return rc;
-    if ((rc = opapi_check_memory(P1, tin, od.empty ? 0 : 1, tout, 1, NULL, 0, NULL))) return rc;
-    return opapi_phase1_done(P1, OP, &io, &key, 0, 0, &od, sizeof od, workspaceSize, executor);
+    return rd_phase1_done(P1, OP, &c, !od.empty, numel_of(&o) == 0, &od, sizeof od, workspaceSize, executor);
 }
 
 static void *make_args(const aclOpExecutor *snap, void *workspace, uint64_t workspaceSize) {
@@ -158,7 +124,8 @@ static void *make_args(const aclOpExecutor *snap, void *workspace, uint64_t work
 }
 
 /* The mean of one out element from its sum (elements already cast to dtype), rounded to dtype. */
-static double mean_of(const op_data *k, double sum) {
+static double mean_of(const void *ctx, double sum) {
+    const op_data *k = ctx;
     double n = (double)k->count;
     if (k->dtype == ACL_DOUBLE) return sum / n;
     if (!ew_is_floating(k->dtype)) return ew_round(k->dtype, trunc(sum / n));
@@ -173,17 +140,8 @@ static int mean_task(void *arg, char *msg, size_t msglen) {
         for (int64_t i = 0; i < n; i++) ew_store(a->r.out.dtype, a->r.out.data + ew_offset(&a->r.out, i), NAN);
         return 0;
     }
-    ew_view ov;
-    /* each element cast to dtype, then to float32 where the kernel computes in float32 */
-    double *acc = rd_sums(&a->r, a->k.dtype, &ov);
-    if (!acc) {
-        snprintf(msg, msglen, "%s: out of host memory", P2);
-        return ACL_ERROR_RT_INTERNAL_ERROR;
-    }
-    int64_t nout = ew_numel(&ov);
-    for (int64_t j = 0; j < nout; j++) ew_store(ov.dtype, ov.data + ew_offset(&ov, j), mean_of(&a->k, acc[j]));
-    free(acc);
-    return 0;
+    /* each element cast to dtype (then in float32 where the kernel computes in float32: exact) */
+    return rd_reduce(&a->r, a->k.dtype, mean_of, &a->k, P2, msg, msglen);
 }
 
 static const opapi_kernel k_kernel = {make_args, mean_task, free, NULL};

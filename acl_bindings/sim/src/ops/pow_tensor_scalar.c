@@ -14,7 +14,7 @@
  *   or a compute dtype that does not cast to out: 161002;
  * - self at most 8 dims, out of self's shape: else 161002; an empty self: nothing to do.
  * The kernel, by float32(exponent): 0.5, 2, 3, -0.5, -1, -2 with a float16/float32/bfloat16 compute dtype: Pows;
- * else 2: Square (int8, uint8, int16 cast to int32 first); 1: no kernel (self cast to the compute dtype); else Pow.
+ * else 2: Square (int8, uint8, int16, bool cast to int32 first); 1: no kernel (self cast to the compute dtype); else Pow.
  * The exponent is converted to the compute dtype (ConvertToTensor) for Pows and Pow.  Then a Cast to out's dtype.
  * Numerics: the kernels' sources for Atlas A2 are not public (TBE).  The simulator: floating types, pow() in
  * double, rounded to float32 for float16/bfloat16/float32 (as if the kernel computed in float32), then to the
@@ -87,7 +87,8 @@ static void pick_kernel(op_data *k, double e) {
                (k->calc == ACL_FLOAT16 || k->calc == ACL_FLOAT || k->calc == ACL_BF16);
     k->kind = pows ? K_POW : f == 2.0f ? K_SQUARE : f == 1.0f ? K_NOOP : K_POW;
     k->square_dtype = k->calc;
-    if (k->kind == K_SQUARE && (k->calc == ACL_INT8 || k->calc == ACL_UINT8 || k->calc == ACL_INT16))
+    if (k->kind == K_SQUARE &&
+        (k->calc == ACL_INT8 || k->calc == ACL_UINT8 || k->calc == ACL_INT16 || k->calc == ACL_BOOL))
         k->square_dtype = ACL_INT32;
     k->exp = k->kind == K_POW ? ew_round(k->calc, e) : e;
     k->iexp = k->exp >= 9.2e18 ? INT64_MAX : k->exp <= -9.2e18 ? INT64_MIN : (int64_t)k->exp;
