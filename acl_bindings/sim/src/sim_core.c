@@ -164,6 +164,9 @@ static const char *const k_names[] = {
     "aclSetTensorFormat", "aclSetTensorShape", "aclSetTensorPlaceMent", "aclGetTensorDescDimV2", "aclopSetAttrBool",
     "aclopSetAttrInt", "aclopSetAttrFloat", "aclopSetAttrString", "aclopSetAttrDataType", "aclopSetAttrListBool",
     "aclopSetAttrListInt", "aclopSetAttrListFloat", "aclopSetAttrListListInt",
+    /* the aclop compiler's entry points (the stub libacl_op_compiler: nothing compiles) */
+    "aclSetCompileopt", "aclGetCompileoptSize", "aclGetCompileopt", "aclGenGraphAndDumpForOp",
+    "aclCreateGraphDumpOpt", "aclDestroyGraphDumpOpt", "aclopCompileAndExecute", "aclopCompileAndExecuteV2",
     /* not a function: a stream task about to run (simulator-only; a fault here makes that task fail) */
     "cannsimTaskRun",
     /* operator libraries */
