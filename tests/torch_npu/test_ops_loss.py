@@ -3,9 +3,8 @@ with their backward, on 5-D NPU tensors in float32 and float16, against torch CP
 
 One child process in the simulator's environment (tests/torch_npu/test_torch_npu_on_sim.py's ``_start``); the
 simulator's call counters prove that op-plugin called the aclnn operators (aclnnMseLoss, aclnnMseLossBackward,
-aclnnPowTensorScalar, aclnnMean) and copied nothing through the host.  The hand-written loss needs aclnnSub
-(forward) and aclnnDivs (mean's backward), which are not this change's: its end-to-end test skips, saying so, until
-the simulator exports them; its parts that need neither (pow and its backward, mean forward) are tested here.
+aclnnPowTensorScalar, aclnnMean; the hand-written loss also aclnnSub and mean's backward aclnnDivs, src/ops/sub.c
+and div.c) and copied nothing through the host.  Pow and its backward, and mean, are also checked on their own.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import pytest
 from tests.torch_npu.test_torch_npu_on_sim import _finish, _start
 
 SCRIPT = r"""
-import ctypes, json
+import json
 import torch, torch_npu
 import torch.nn.functional as F
 from acl_bindings import sim
@@ -38,9 +37,7 @@ def diff(a, b):
     return {"maxdiff": float((a - b).abs().max()), "scale": float(b.abs().max()), "dtypes": dtypes,
             "npu": a.flatten()[:3].tolist(), "cpu": b.flatten()[:3].tolist()}
 
-lib = ctypes.CDLL(str(sim.LIB64 / "libopapi_cv.so"))
-has = {n: hasattr(lib, n + "GetWorkspaceSize") for n in ("aclnnSub", "aclnnDivs")}
-out = {"has": has}
+out = {}
 gen = torch.Generator().manual_seed(38)
 for dt in (torch.float32, torch.float16):
     rec = out[str(dt)] = {}
@@ -50,9 +47,7 @@ for dt in (torch.float32, torch.float16):
     t = tc.npu()
     torch.npu.synchronize()
 
-    def step(name, loss_fn, grad=None, needs=()):
-        if not all(has[n] for n in needs):
-            return
+    def step(name, loss_fn, grad=None):
         y = yc.npu().requires_grad_(True)
         yr = yc.clone().requires_grad_(True)
         gn = None if grad is None else grad.npu()  # the copies up before the counters
@@ -73,8 +68,8 @@ for dt in (torch.float32, torch.float16):
     step("mse_mean", lambda y, t: F.mse_loss(y, t))
     step("mse_sum", lambda y, t: F.mse_loss(y, t, reduction="sum"))
     step("mse_none", lambda y, t: F.mse_loss(y, t, reduction="none"), grad=gc)
-    step("hand_mean", lambda y, t: ((y - t) ** 2).mean(), needs=("aclnnSub", "aclnnDivs"))
-    # the hand-written loss's parts that need neither Sub nor Divs: y + (-1) * t is aclnnAdd
+    step("hand_mean", lambda y, t: ((y - t) ** 2).mean())
+    # pow on its own (y + (-1) * t is aclnnAdd), and a non-integral exponent
     step("pow_sum", lambda y, t: (torch.add(y, t, alpha=-1) ** 2).sum())
     step("pow_float_exp", lambda y, t: (y + 6) ** 2.5, grad=gc)  # Pow with 2.5, its backward Pow with 1.5
     for name, fn in (("mean_all", lambda v: v.mean()), ("mean_dims", lambda v: v.mean(dim=(1, 4), keepdim=True)),
@@ -121,8 +116,6 @@ def test_mse_loss_forward_and_backward(run: dict[str, Any], dtype: str, reductio
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_hand_written_mean_squared_error(run: dict[str, Any], dtype: str) -> None:
-    if not all(run["has"].values()):
-        pytest.skip(f"needs aclnnSub and aclnnDivs, which this simulator does not export yet: {run['has']}")
     rec = run[dtype]["hand_mean"]
     assert rec["fwd"] == {"aclnnSub": 1, "aclnnPowTensorScalar": 1, "aclnnMean": 1}, rec["fwd"]
     # mean's backward: the ones, / n (Divs); pow's: 2 * y ** 1.0 (Pow with 1.0, Muls), times the gradient (Mul)
