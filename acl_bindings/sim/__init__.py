@@ -24,7 +24,7 @@ STALE_HANDLE = CANNSIM_ERR_STALE_HANDLE
 #: The simulator's stream modes, by their C value (cannsimSetStreamMode).
 STREAM_MODES = ("async", "deferred", "sync")
 HANDLE_KINDS = ("device_buffer", "host_buffer", "tensor", "int_array", "executor", "stream", "event", "context",
-                "device_ref", "tensor_list")
+                "device_ref", "tensor_list", "data_buffer")
 
 
 def is_built() -> bool:

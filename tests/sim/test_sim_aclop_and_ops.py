@@ -76,6 +76,20 @@ def gen(op_type=b"Conv3D", path=b"/tmp/dump", opt=None, n_in=1):
     rc = oc.aclGenGraphAndDumpForOp(op_type, n_in, None, None, 1, None, None, None, 0, path, opt)
     return [rc, msg()]
 out["gen"] = [gen(), gen(opt=C.c_void_p(8)), gen(path=None), gen(op_type=None), gen(n_in=-1)]
+
+# the runtime's aclDataBuffer, which torch_npu's aclop path makes per operand and destroys after the refusal
+rt.aclCreateDataBuffer.restype = rt.aclGetDataBufferAddr.restype = C.c_void_p
+rt.aclCreateDataBuffer.argtypes = [C.c_void_p, C.c_size_t]
+rt.aclDestroyDataBuffer.argtypes = rt.aclGetDataBufferAddr.argtypes = rt.aclGetDataBufferSizeV2.argtypes = [P]
+rt.aclGetDataBufferSizeV2.restype = C.c_size_t
+rt.cannsimLiveHandles.restype = C.c_int64
+def live():
+    return rt.cannsimLiveHandles(b"data_buffer")
+b = rt.aclCreateDataBuffer(4096, 64)
+out["data_buffer"] = [bool(b), rt.aclGetDataBufferAddr(b), rt.aclGetDataBufferSizeV2(b), live(),
+                      rt.aclDestroyDataBuffer(b), live(), [rt.aclDestroyDataBuffer(b), msg()],
+                      [rt.aclDestroyDataBuffer(None), msg()], rt.aclGetDataBufferAddr(None),
+                      rt.aclGetDataBufferSizeV2(None)]
 print(json.dumps(out))
 """
 
@@ -111,6 +125,17 @@ def test_raw_compile_options_are_a_store_with_canns_checks(raw) -> None:
     assert [rc for rc, _ in raw["set_bad"]] == [100000, 200006, 500000, 500000], raw["set_bad"]
     assert "value is NULL" in raw["set_bad"][0][1] and "ACL_AUTO_TUNE_MODE" in raw["set_bad"][1][1]
     assert "option 17 is not an aclCompileOpt" in raw["set_bad"][2][1]
+
+
+def test_raw_data_buffers_are_created_read_and_destroyed_once(raw) -> None:
+    """aclCreateDataBuffer keeps an address and a length (RT data_buffer.cpp), counted as a live handle until
+    aclDestroyDataBuffer; destroying NULL is 100000 (ACL_REQUIRES_NOT_NULL), and so is destroying one twice
+    (stricter: CANN deletes it twice); the getters answer NULL and 0 for NULL."""
+    made, addr, size, live, rc, live_after, twice, null, null_addr, null_size = raw["data_buffer"]
+    assert (made, addr, size, live, rc, live_after) == (True, 4096, 64, 1, 0, 0), raw["data_buffer"]
+    assert twice[0] == 100000 and "not a live aclDataBuffer" in twice[1], twice
+    assert null[0] == 100000 and "dataBuffer is NULL" in null[1], null
+    assert (null_addr, null_size) == (None, 0)
 
 
 def test_raw_graph_dump_options_are_created_and_destroyed(raw) -> None:

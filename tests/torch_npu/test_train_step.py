@@ -72,7 +72,7 @@ def test_the_example_trains_as_the_cpu_does_in_every_combination(tmp_path) -> No
     rows = [ln for ln in proc.stdout.splitlines() if "steps:" in ln]
     assert len(rows) == 2 * 2 * 3 * 2, proc.stdout  # ops x losses x optimisers x dtypes
     assert all(ln.endswith(" ok") and " 10 steps:" in ln for ln in rows), proc.stdout
-    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "Feature is not supported" not in proc.stderr, proc.stderr
 
 
 def test_the_example_refuses_a_bad_step_count(tmp_path) -> None:

@@ -181,21 +181,68 @@ NOT_SUPPORTED(aclrtBinaryGetFunction, (const void *binHandle, const char *kernel
 NOT_SUPPORTED(aclrtGetFunctionAddr, (void *funcHandle, void **aicAddr, void **aivAddr))
 
 /* ====================================================================== aclop (GE single-op) descriptors */
-/* torch_npu's aclop path (OpParamMaker.cpp) compiles operators with GE, which the simulator does not have: the
-   descriptors cannot be created (NULL), the setters answer 207000.  Prototypes: Ascend/pytorch
-   third_party/acl/libs/acl.cpp, acl_op_compiler.cpp. */
+/* torch_npu's aclop path (OpParamMaker.cpp) compiles operators with GE, which the simulator does not have (its
+   aclopCompileAndExecute refuses them naming the operator: stubs/stub_library.c): the tensor descriptors and attrs
+   cannot be created (NULL), their setters answer 207000.  Prototypes: Ascend/pytorch third_party/acl/libs/acl.cpp,
+   acl_op_compiler.cpp. */
 CANNSIM_API void *aclCreateTensorDesc(int dataType, int numDims, const int64_t *dims, int format) {
     (void)dataType, (void)numDims, (void)dims, (void)format;
     if (cannsim_enter("aclCreateTensorDesc") == 0) not_supported("aclCreateTensorDesc");
     return NULL;
 }
 CANNSIM_API void aclDestroyTensorDesc(const void *desc) { (void)desc; cannsim_enter("aclDestroyTensorDesc"); }
+
+/* aclDataBuffer, modelled (RT src/acl/aclrt_impl/data_buffer.cpp): a device address and a length, nothing else.
+   Create makes one (NULL only out of host memory); destroy of NULL is ACL_ERROR_INVALID_PARAM (its
+   ACL_REQUIRES_NOT_NULL), and torch_npu's aclop path destroys every buffer it made, also after a refused compile
+   (NPUDefine.cpp DestroyAclParams).  Stricter: a buffer that is not live (destroyed twice) is refused, not freed. */
+typedef struct {
+    void *data;
+    size_t length;
+} data_buffer;
+
 CANNSIM_API void *aclCreateDataBuffer(void *data, size_t size) {
-    (void)data, (void)size;
-    if (cannsim_enter("aclCreateDataBuffer") == 0) not_supported("aclCreateDataBuffer");
-    return NULL;
+    if (cannsim_enter("aclCreateDataBuffer")) return NULL;
+    data_buffer *b = malloc(sizeof *b);
+    if (!b) {
+        cannsim_fail(ACL_ERROR_BAD_ALLOC, "aclCreateDataBuffer: out of host memory");
+        return NULL;
+    }
+    b->data = data;
+    b->length = size;
+    pthread_mutex_lock(&g_mu);
+    int rc = cannsim_handle_add("data_buffer", b);
+    pthread_mutex_unlock(&g_mu);
+    if (rc) {
+        free(b);
+        cannsim_fail(ACL_ERROR_BAD_ALLOC, "aclCreateDataBuffer: out of host memory");
+        return NULL;
+    }
+    return b;
 }
-NOT_SUPPORTED(aclDestroyDataBuffer, (const void *dataBuffer))
+
+CANNSIM_API aclError aclDestroyDataBuffer(const void *dataBuffer) {
+    ENTER("aclDestroyDataBuffer");
+    if (!dataBuffer) return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclDestroyDataBuffer: dataBuffer is NULL");
+    pthread_mutex_lock(&g_mu);
+    int live = cannsim_handle_remove("data_buffer", dataBuffer);
+    pthread_mutex_unlock(&g_mu);
+    if (!live)
+        return cannsim_fail(ACL_ERROR_INVALID_PARAM, "aclDestroyDataBuffer: %p is not a live aclDataBuffer "
+                            "(destroyed already?)", dataBuffer);
+    free((void *)dataBuffer);
+    return 0;
+}
+
+/* the buffer's address and length; NULL gives NULL and 0 (data_buffer.cpp) */
+CANNSIM_API void *aclGetDataBufferAddr(const void *dataBuffer) {
+    cannsim_enter("aclGetDataBufferAddr");
+    return dataBuffer ? ((const data_buffer *)dataBuffer)->data : NULL;
+}
+CANNSIM_API size_t aclGetDataBufferSizeV2(const void *dataBuffer) {
+    cannsim_enter("aclGetDataBufferSizeV2");
+    return dataBuffer ? ((const data_buffer *)dataBuffer)->length : 0;
+}
 CANNSIM_API void aclSetTensorDescName(void *desc, const char *name) {
     (void)desc, (void)name;
     cannsim_enter("aclSetTensorDescName");

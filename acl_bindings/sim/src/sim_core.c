@@ -160,7 +160,8 @@ static const char *const k_names[] = {
     "aclrtDeviceEnablePeerAccess", "aclrtDeviceGetBareTgid", "aclrtProcessReport", "aclrtReserveMemAddress",
     "aclrtReleaseMemAddress", "aclrtMallocPhysical", "aclrtFreePhysical", "aclrtMapMem", "aclrtUnmapMem",
     "aclrtMemExportToShareableHandle", "aclrtMemImportFromShareableHandle", "aclrtMemSetPidToShareableHandle",
-    "aclrtBinaryLoadFromData", "aclrtBinaryGetFunction", "aclrtGetFunctionAddr", "aclDestroyDataBuffer",
+    "aclrtBinaryLoadFromData", "aclrtBinaryGetFunction", "aclrtGetFunctionAddr", "aclCreateDataBuffer",
+    "aclDestroyDataBuffer", "aclGetDataBufferAddr", "aclGetDataBufferSizeV2",
     "aclSetTensorFormat", "aclSetTensorShape", "aclSetTensorPlaceMent", "aclGetTensorDescDimV2", "aclopSetAttrBool",
     "aclopSetAttrInt", "aclopSetAttrFloat", "aclopSetAttrString", "aclopSetAttrDataType", "aclopSetAttrListBool",
     "aclopSetAttrListInt", "aclopSetAttrListFloat", "aclopSetAttrListListInt",
@@ -405,7 +406,7 @@ void pset_clear(pset *s) {
 }
 
 /* kinds visible to the other libraries and to cannsimLiveHandles */
-pset g_tensors, g_int_arrays, g_executors, g_tensor_lists;
+pset g_tensors, g_int_arrays, g_executors, g_tensor_lists, g_data_buffers;
 pset g_streams;      /* user streams */
 pset g_events;
 pset g_user_ctx;     /* user-created contexts */
@@ -413,7 +414,8 @@ pset g_all_ctx;      /* user and default contexts */
 pset g_all_streams;  /* user and default streams, not yet dying */
 
 const char *const k_kinds[] = {"device_buffer", "host_buffer", "tensor", "int_array",
-                               "executor", "stream", "event", "context", "device_ref", "tensor_list"};
+                               "executor", "stream", "event", "context", "device_ref", "tensor_list",
+                               "data_buffer"};
 const size_t N_KINDS = sizeof k_kinds / sizeof k_kinds[0];
 int64_t g_released_k[sizeof k_kinds / sizeof k_kinds[0]];
 
@@ -429,6 +431,7 @@ static pset *kind_set(const char *kind) {
     if (!strcmp(kind, "int_array")) return &g_int_arrays;
     if (!strcmp(kind, "executor")) return &g_executors;
     if (!strcmp(kind, "tensor_list")) return &g_tensor_lists;
+    if (!strcmp(kind, "data_buffer")) return &g_data_buffers;
     return NULL;
 }
 
@@ -578,6 +581,7 @@ static int64_t live_count_locked(int k) {
         return r;
     }
     case 9: return (int64_t)g_tensor_lists.n;
+    case 10: return (int64_t)g_data_buffers.n;
     default: return -1;
     }
 }

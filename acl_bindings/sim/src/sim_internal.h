@@ -51,7 +51,7 @@ int pset_del(pset *s, const void *p);
 void pset_clear(pset *s);
 
 /* kinds visible to the other libraries and to cannsimLiveHandles */
-extern pset g_tensors, g_int_arrays, g_executors, g_tensor_lists;
+extern pset g_tensors, g_int_arrays, g_executors, g_tensor_lists, g_data_buffers;
 extern pset g_streams;      /* user streams */
 extern pset g_events;
 extern pset g_user_ctx;     /* user-created contexts */
