@@ -71,6 +71,16 @@ def run():
     opt.step()
     p.detach().cpu()
 """),
+    # Adam as users write it (foreach by default on NPU tensors): the same lerp
+    "adam_default": ("Lerp", r"""
+def run():
+    p = torch.nn.Parameter(torch.randn(4, generator=gen).npu())
+    p.grad = torch.randn(4, generator=gen).npu()
+    opt = torch.optim.Adam([p])
+    out["step"] = "op"
+    opt.step()
+    p.detach().cpu()
+"""),
     # a missing aclnn operator without an aclop fallback: op-plugin's own error
     "argsort": ("aclnnSort", r"""
 def run():
