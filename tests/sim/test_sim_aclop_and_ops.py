@@ -9,10 +9,8 @@ naming the operator.  torch_npu's use of it is tests/torch_npu/test_clear_errors
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pytest
 
 from acl_bindings import sim
 from acl_bindings.sim.__main__ import operators
+from tests.sim._raw import run_raw
 
 RAW = r"""
 import ctypes as C, json, sys
@@ -96,15 +95,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def raw(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    script = tmp_path_factory.mktemp("aclop") / "raw.py"
-    script.write_text(textwrap.dedent(RAW))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_SIM_", "ASCEND_"))}
-    # .ci/run's sanitizer step (SIM_SANITIZE=1, libasan in LD_PRELOAD) runs it on the ASan+UBSan tree
-    lib = sim.ROOT / "lib64-sanitize" if os.environ.get("SIM_SANITIZE") == "1" else sim.LIB64
-    proc = subprocess.run([sys.executable, str(script), str(lib)], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return dict(run_raw(RAW, tmp_path_factory.mktemp("aclop")))
 
 
 def test_raw_compile_options_are_a_store_with_canns_checks(raw) -> None:

@@ -4,27 +4,11 @@ and each refusal with its code (docs/fidelity.md, the arithmetic rows; docs/cann
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-from acl_bindings import sim
+from tests.sim._raw import PRELUDE, run_raw
 
-RAW = r"""
-import ctypes as C, json, struct, sys
-lib = sys.argv[1]
-rt = C.CDLL(lib + "/libascendcl.so")
-nn = C.CDLL(lib + "/libnnopbase.so")
-op = C.CDLL(lib + "/libopapi_cv.so")
-rt.aclGetRecentErrMsg.restype = C.c_char_p
-nn.aclCreateTensor.restype = C.c_void_p
-nn.aclCreateTensor.argtypes = [C.POINTER(C.c_int64), C.c_uint64, C.c_int, C.POINTER(C.c_int64), C.c_int64, C.c_int,
-                               C.POINTER(C.c_int64), C.c_uint64, C.c_void_p]
-nn.aclCreateScalar.restype = C.c_void_p
-nn.aclCreateScalar.argtypes = [C.c_void_p, C.c_int]
+RAW = PRELUDE + r"""
 NARGS = {"Mul": 3, "Muls": 3, "Add": 4, "Adds": 4, "Sub": 4, "Subs": 4, "Div": 3, "Divs": 3,
          "InplaceMul": 2, "InplaceMuls": 2, "InplaceAdd": 3, "InplaceAdds": 3, "InplaceSub": 3, "InplaceSubs": 3,
          "InplaceDiv": 2, "InplaceDivs": 2}
@@ -32,9 +16,6 @@ for name, n in NARGS.items():
     getattr(op, "aclnn" + name + "GetWorkspaceSize").argtypes = [C.c_void_p] * n + [C.POINTER(C.c_uint64),
                                                                                    C.POINTER(C.c_void_p)]
     getattr(op, "aclnn" + name).argtypes = [C.c_void_p, C.c_uint64, C.c_void_p, C.c_void_p]
-def msg():
-    m = rt.aclGetRecentErrMsg()
-    return m.decode() if m else ""
 rt.aclInit(None); rt.aclrtSetDevice(0)
 def dev(nbytes):
     p = C.c_void_p(); assert rt.aclrtMalloc(C.byref(p), C.c_size_t(nbytes), 0) == 0; return p
@@ -124,14 +105,7 @@ print(json.dumps(out))
 
 
 def test_the_arithmetic_operators(tmp_path: Path) -> None:
-    script = tmp_path / "raw.py"
-    script.write_text(textwrap.dedent(RAW))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_SIM_", "ASCEND_"))}
-    lib = sim.ROOT / "lib64-sanitize" if os.environ.get("SIM_SANITIZE") == "1" else sim.LIB64
-    proc = subprocess.run([sys.executable, str(script), str(lib)], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+    out = run_raw(RAW, tmp_path)
     assert out["sub"] == [0, 0, [0, 0, -1, 3, 3, 2]]
     assert out["sub_alpha"] == [0, 0, [0.5, 1, 1, 3.5, 4, 4]]
     assert out["subs"] == [0, 0, [-2, -1, 0, 1, 2, 3]]

@@ -6,34 +6,18 @@ values and refusals with CANN's codes (docs/fidelity.md, "foreach")."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from typing import Any
 
 import numpy as np
 import pytest
 
 from acl_bindings import sim
+from tests.sim._raw import PRELUDE, run_raw
 
-RAW = r"""
-import ctypes as C, json, struct, sys
-lib = sys.argv[1]
-rt = C.CDLL(lib + "/libascendcl.so")
-nn = C.CDLL(lib + "/libnnopbase.so")
-op = C.CDLL(lib + "/libopapi_cv.so")
+RAW = PRELUDE + r"""
 P = C.c_void_p
-rt.aclGetRecentErrMsg.restype = C.c_char_p
 rt.cannsimLiveHandles.restype = C.c_int64
 rt.cannsimCallCount.restype = C.c_int64
-nn.aclCreateTensor.restype = P
-nn.aclCreateTensor.argtypes = [C.POINTER(C.c_int64), C.c_uint64, C.c_int, C.POINTER(C.c_int64), C.c_int64, C.c_int,
-                               C.POINTER(C.c_int64), C.c_uint64, P]
-nn.aclDestroyTensor.argtypes = [P]
-nn.aclCreateScalar.restype = P
-nn.aclCreateScalar.argtypes = [P, C.c_int]
-nn.aclDestroyScalar.argtypes = [P]
 nn.aclCreateTensorList.restype = P
 nn.aclCreateTensorList.argtypes = [C.POINTER(P), C.c_uint64]
 nn.aclDestroyTensorList.argtypes = [P]
@@ -42,7 +26,7 @@ op.aclnnForeachAddListV2GetWorkspaceSize.argtypes = [P, P, P, P, C.POINTER(C.c_u
 op.aclnnForeachMulScalarV2GetWorkspaceSize.argtypes = [P, P, P, C.POINTER(C.c_uint64), C.POINTER(P)]
 for name in ("aclnnForeachAddListV2", "aclnnForeachMulScalarV2"):
     getattr(op, name).argtypes = [P, C.c_uint64, P, P]
-def msg():  # the first message since the last clear()
+def msg():  # the first message since the last clear(): the first line only, unlike the prelude's msg()
     m = rt.aclGetRecentErrMsg()
     return m.decode().split("\n")[0] if m else ""
 def clear():
@@ -198,17 +182,8 @@ print(json.dumps(out))
 def raw(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
     """The scenario's record and the simulator's exit report."""
     tmp = tmp_path_factory.mktemp("foreach")
-    script = tmp / "raw.py"
-    script.write_text(textwrap.dedent(RAW))
     report = tmp / "report.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_SIM_", "ASCEND_"))}
-    env["CANN_SIM_REPORT"] = str(report)
-    # .ci/run's sanitizer step (SIM_SANITIZE=1, libasan in LD_PRELOAD) runs it on the ASan+UBSan tree
-    lib = sim.ROOT / "lib64-sanitize" if os.environ.get("SIM_SANITIZE") == "1" else sim.LIB64
-    proc = subprocess.run([sys.executable, str(script), str(lib)], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout), json.loads(report.read_text())
+    return run_raw(RAW, tmp, env={"CANN_SIM_REPORT": str(report)}), json.loads(report.read_text())
 
 
 def test_a_list_owns_and_destroys_its_tensors(raw) -> None:

@@ -5,32 +5,15 @@ a NULL handle, 161002 for a dtype, shape, reduction or dim that ops-nn / ops-mat
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from typing import Any
 
 import numpy as np
 import pytest
 
-from acl_bindings import sim
+from tests.sim._raw import PRELUDE, RUN_OP, run_raw
 
-RAW = r"""
-import ctypes as C, json, sys
+RAW = PRELUDE + RUN_OP + r"""
 import numpy as np
-lib = sys.argv[1]
-rt = C.CDLL(lib + "/libascendcl.so")
-nn = C.CDLL(lib + "/libnnopbase.so")
-op = C.CDLL(lib + "/libopapi_cv.so")
-rt.aclGetRecentErrMsg.restype = C.c_char_p
-nn.aclCreateTensor.restype = C.c_void_p
-nn.aclCreateTensor.argtypes = [C.POINTER(C.c_int64), C.c_uint64, C.c_int, C.POINTER(C.c_int64), C.c_int64, C.c_int,
-                               C.POINTER(C.c_int64), C.c_uint64, C.c_void_p]
-nn.aclCreateScalar.restype = C.c_void_p
-nn.aclCreateScalar.argtypes = [C.c_void_p, C.c_int]
-nn.aclCreateIntArray.restype = C.c_void_p
-nn.aclCreateIntArray.argtypes = [C.POINTER(C.c_int64), C.c_uint64]
 P, U, W, E = C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_void_p), C.c_int64
 op.aclnnMseLossGetWorkspaceSize.argtypes = [P, P, E, P, U, W]
 op.aclnnMseLossBackwardGetWorkspaceSize.argtypes = [P, P, P, E, P, U, W]
@@ -39,9 +22,6 @@ op.aclnnMeanGetWorkspaceSize.argtypes = [P, P, C.c_bool, C.c_int, P, U, W]
 for name in ("aclnnMseLoss", "aclnnMseLossBackward", "aclnnPowTensorScalar", "aclnnMean"):
     getattr(op, name).argtypes = [P, C.c_uint64, P, P]
 NP = {0: np.float32, 1: np.float16, 3: np.int32, 9: np.int64, 11: np.float64, 12: np.bool_}
-def msg():
-    m = rt.aclGetRecentErrMsg()
-    return m.decode() if m else ""
 rt.aclInit(None); rt.aclrtSetDevice(0)
 
 class T:
@@ -66,12 +46,6 @@ class T:
         rt.aclrtMemcpy(b, C.c_size_t(self.nbytes), self.p, C.c_size_t(self.nbytes), 2)
         return np.frombuffer(bytes(b), dtype=NP[self.dtype]).astype(np.float64).tolist()
 
-def run(name, *args):
-    ws = C.c_uint64(0); ex = C.c_void_p()
-    rc = getattr(op, name + "GetWorkspaceSize")(*args, C.byref(ws), C.byref(ex))
-    if rc: return [rc, msg()]
-    rc = getattr(op, name)(None, 0, ex, None)
-    return [rc, rt.aclrtSynchronizeStream(None)]
 def result(name, out_t, *args):
     r = run(name, *args)
     return r + [out_t.get()] if r == [0, 0] else r
@@ -205,16 +179,8 @@ def data() -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def out(data: dict[str, np.ndarray], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The child's record of every scenario."""
-    script = tmp_path_factory.mktemp("loss") / "raw.py"
-    script.write_text(textwrap.dedent(RAW))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_SIM_", "ASCEND_"))}
-    # .ci/run's sanitizer step (SIM_SANITIZE=1, libasan in LD_PRELOAD) runs it on the ASan+UBSan tree
-    lib = sim.ROOT / "lib64-sanitize" if os.environ.get("SIM_SANITIZE") == "1" else sim.LIB64
     arg = json.dumps({k: v.tolist() for k, v in data.items()})
-    proc = subprocess.run([sys.executable, str(script), str(lib), arg], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
+    return dict(run_raw(RAW, tmp_path_factory.mktemp("loss"), arg))
 
 
 def _ok(rec: list[Any]) -> np.ndarray:

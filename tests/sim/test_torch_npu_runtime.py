@@ -5,36 +5,15 @@ is tests/torch_npu."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 
-from acl_bindings import sim
+from tests.sim._raw import PRELUDE, RUN_OP, run_raw
 
 REPO = Path(__file__).resolve().parents[2]
 
-RAW = r"""
-import ctypes as C, json, struct, sys
-lib = sys.argv[1]
-rt = C.CDLL(lib + "/libascendcl.so")
-nn = C.CDLL(lib + "/libnnopbase.so")
-op = C.CDLL(lib + "/libopapi_cv.so")
-rt.aclGetRecentErrMsg.restype = C.c_char_p
-nn.aclCreateTensor.restype = C.c_void_p
-nn.aclCreateTensor.argtypes = [C.POINTER(C.c_int64), C.c_uint64, C.c_int, C.POINTER(C.c_int64), C.c_int64, C.c_int,
-                               C.POINTER(C.c_int64), C.c_uint64, C.c_void_p]
-nn.aclCreateScalar.restype = C.c_void_p
-nn.aclCreateScalar.argtypes = [C.c_void_p, C.c_int]
-nn.aclDestroyScalar.argtypes = [C.c_void_p]
-nn.aclDestroyTensor.argtypes = [C.c_void_p]
-nn.aclCreateIntArray.restype = C.c_void_p
-nn.aclCreateIntArray.argtypes = [C.POINTER(C.c_int64), C.c_uint64]
-nn.aclDestroyIntArray.argtypes = [C.c_void_p]
+RAW = PRELUDE + RUN_OP + r"""
 for name in ("aclnnInplaceFillScalarGetWorkspaceSize", "aclnnInplaceCopyGetWorkspaceSize"):
     getattr(op, name).argtypes = [C.c_void_p, C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_void_p)]
 op.aclnnReduceSumGetWorkspaceSize.argtypes = [C.c_void_p, C.c_void_p, C.c_bool, C.c_int, C.c_void_p,
@@ -46,9 +25,6 @@ for name, n in (("aclnnMul", 3), ("aclnnMuls", 3), ("aclnnAdd", 4), ("aclnnAdds"
 for name in ("aclnnInplaceFillScalar", "aclnnInplaceCopy", "aclnnReduceSum", "aclnnInplaceZero", "aclnnMul",
              "aclnnMuls", "aclnnAdd", "aclnnAdds"):
     getattr(op, name).argtypes = [C.c_void_p, C.c_uint64, C.c_void_p, C.c_void_p]
-def msg():
-    m = rt.aclGetRecentErrMsg()
-    return m.decode() if m else ""
 out = {}
 n = C.c_uint32(0)
 out["count_before_init"] = [rt.aclrtGetDeviceCount(C.byref(n)), n.value]
@@ -91,12 +67,6 @@ def _rowmajor(dims):
     acc, out = 1, []
     for x in reversed(dims): out.append(acc); acc *= x
     return list(reversed(out))
-def run(name, *args):
-    ws = C.c_uint64(0); ex = C.c_void_p()
-    rc = getattr(op, name + "GetWorkspaceSize")(*args, C.byref(ws), C.byref(ex))
-    if rc: return [rc, msg()]
-    rc = getattr(op, name)(None, 0, ex, None)
-    return [rc, rt.aclrtSynchronizeStream(None)]
 def host(p, nbytes):
     b = (C.c_char * nbytes)(); rt.aclrtMemcpy(b, C.c_size_t(nbytes), p, C.c_size_t(nbytes), 2); return bytes(b)
 def put(p, data):
@@ -181,15 +151,7 @@ print(json.dumps(out))
 
 
 def test_the_functions_torch_npu_needs(tmp_path: Path) -> None:
-    script = tmp_path / "raw.py"
-    script.write_text(textwrap.dedent(RAW))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_SIM_", "ASCEND_"))}
-    # .ci/run's sanitizer step (SIM_SANITIZE=1, libasan in LD_PRELOAD) runs it on the ASan+UBSan tree
-    lib = sim.ROOT / "lib64-sanitize" if os.environ.get("SIM_SANITIZE") == "1" else sim.LIB64
-    proc = subprocess.run([sys.executable, str(script), str(lib)], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+    out = run_raw(RAW, tmp_path)
     assert out["count_before_init"] == [0, 2]  # CANN answers before aclInit (RT device.cpp)
     assert out["stream_cfg"] == [0, 0]
     assert out["stream_cfg_bad"][0] == 100000 and "0x100" in out["stream_cfg_bad"][1]
