@@ -110,14 +110,24 @@ _SUPPORTED = (DataType.FLOAT, DataType.FLOAT16, DataType.INT64, DataType.BF16)
 def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
     """Map a numpy dtype (float32, float16, bfloat16 from ml_dtypes, int64) to its ``aclDataType``; TypeError
     for any other, naming it."""
+    if isinstance(dtype, np.dtype):  # (numpy's dtype.name is a Python-level property: the answers are kept)
+        known = _ACL_OF.get(dtype)
+        if known is not None:
+            return known
     dt = as_dtype(dtype)
     # a bfloat16 dtype exists only once its library is imported, so the name test imports nothing new
     if dt.name == "bfloat16" and dt == bfloat16():
+        _ACL_OF[dt] = DataType.BF16
         return DataType.BF16
     for acl in _SUPPORTED:
         if acl != DataType.BF16 and dt == _NUMPY_DTYPES[acl]:
+            _ACL_OF[dt] = acl
             return acl
     raise TypeError(f"dtype: expected float32, float16, bfloat16 or int64, got {dt}")
+
+
+#: the dtypes :func:`dtype_to_acl` mapped, and their answers
+_ACL_OF: dict[np.dtype, DataType] = {}
 
 
 def acl_to_dtype(acl: int) -> np.dtype:

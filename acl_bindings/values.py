@@ -33,6 +33,12 @@ def int32_arg(what: str, value: object, minimum: int = -(2 ** 31), rule: str = "
 def int64_values(values: Any, what: str) -> list[int]:
     """*values*, a sequence of ints that fit in ``int64_t``: TypeError (not a sequence, or an item that is not an
     int, as :func:`index_arg`) or ValueError (out of range), naming *what*."""
+    if type(values) is tuple or type(values) is list:
+        for v in values:
+            if type(v) is not int or not -(2 ** 63) <= v < 2 ** 63:
+                break
+        else:
+            return list(values)  # (plain ints in range already: nothing to convert)
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
         raise TypeError(f"{what}: expected a sequence of ints, got {type(values).__name__} {values!r}")
     out = []

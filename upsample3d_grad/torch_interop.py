@@ -85,6 +85,7 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
                       "its ACL config (acl.json) was not applied: import torch_npu before the first call of this "
                       "package (it then lets torch_npu initialise first)", RuntimeWarning, stacklevel=3)
     device = tensors[0][1].device
+    npu_format = _npu_format or _format_query(torch, torch_npu)
     for name, t in tensors:
         if t is None:
             continue
@@ -92,7 +93,7 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
             raise TypeError(f"{name}: expected a tensor on {device}, got "
                             f"{t.device if is_tensor(t) else type(t).__name__}")
         try:
-            npu_fmt: int | None = int(torch_npu.get_npu_format(t))
+            npu_fmt: int | None = int(npu_format(t))
         except Exception:  # an older torch_npu without this query (for some tensors): assume plain memory
             npu_fmt = None
         if npu_fmt is not None and npu_fmt not in _PLAIN_FORMATS:
@@ -100,6 +101,18 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
                                   f"{name}: the tensor uses the NPU-private format {npu_fmt}; convert it first "
                                   "with torch_npu.npu_format_cast(t, 2) (ND)")
     return torch, torch_npu
+
+
+_npu_format: Callable[[Any], Any] | None = None
+
+
+def _format_query(torch: Any, torch_npu: Any) -> Callable[[Any], Any]:
+    """torch_npu's query of a tensor's storage format: its operator itself where it has one (the Python
+    ``torch_npu.get_npu_format`` wraps it and makes an enum of the answer on every call)."""
+    global _npu_format
+    op = getattr(getattr(torch.ops, "npu", None), "get_npu_format", None)
+    _npu_format = getattr(op, "default", None) or torch_npu.get_npu_format
+    return _npu_format
 
 
 def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch_npu: Any) -> int:
@@ -159,8 +172,8 @@ def _npu_repeat(op: Any, key: tuple[Any, ...], x: Any, torch: Any, torch_npu: An
             return None
         x_arg, *between, out_arg = call.kept
         out = torch.empty(out_arg.shape, dtype=x.dtype, device=device)
-        values = (BorrowedArray(x_arg._replace(address=int(x.untyped_storage().data_ptr()))), *between,
-                  BorrowedArray(out_arg._replace(address=int(out.untyped_storage().data_ptr()))))
+        values = (BorrowedArray(TensorArg._make((*x_arg[:-1], x.untyped_storage().data_ptr()))), *between,
+                  BorrowedArray(TensorArg._make((*out_arg[:-1], out.untyped_storage().data_ptr()))))
         with _on_device(torch_npu, device.index):
             _run_kept(call, values, torch, torch_npu, device)
     return out
