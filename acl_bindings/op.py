@@ -135,11 +135,19 @@ class Executor(Resource):
 
 #: Workspaces above 1 MiB grow in steps of 2 MiB: the Atlas A2/A3 backward asks for 16 MiB and a few bytes more
 #: that vary with the shape (cann-abi.md §10.8), and regrowing for each would leave a block per size behind.
+#: (torch_npu's caching allocator carves such blocks from segments of 2 MiB units too: PTA NPUCachingAllocator.cpp
+#: kSmallSize, kRoundLarge, get_allocation_size.)
 WORKSPACE_STEP = 2 << 20
 
 
+def workspace_bytes(n: int) -> int:
+    """The size a workspace of at least *n* bytes is made with: *n*, or above 1 MiB a multiple of
+    :data:`WORKSPACE_STEP`."""
+    return -(-n // WORKSPACE_STEP) * WORKSPACE_STEP if n > WORKSPACE_STEP // 2 else n
+
+
 class Workspace:
-    """A grow-only device workspace, ordered with one stream; above 1 MiB a multiple of :data:`WORKSPACE_STEP`.
+    """A grow-only device workspace, ordered with one stream, of :func:`workspace_bytes`.
 
     With an *allocator* (a session's :class:`~acl_bindings.allocator.CachingAllocator`, and the stream's *clock*)
     an outgrown buffer goes back to its cache stream-ordered, and out of memory frees its idle blocks and retries.
@@ -164,8 +172,7 @@ class Workspace:
         if self.buffer is not None and not self.buffer.closed and self.buffer.nbytes >= n:
             return self.buffer.ptr
         self.release()
-        if n > WORKSPACE_STEP // 2:
-            n = -(-n // WORKSPACE_STEP) * WORKSPACE_STEP
+        n = workspace_bytes(n)
         self.buffer = (DeviceBuffer(self.device, n) if self.allocator is None
                        else self.allocator.allocate(n, self.clock))
         return self.buffer.ptr

@@ -9,6 +9,7 @@ import numpy as np
 
 from .enums import bfloat16
 from .meta import TensorArg
+from .op import workspace_bytes
 
 __all__ = ["torch_module", "is_tensor", "host_view", "tensor_to_numpy", "numpy_to_tensor",
            "TensorDescription", "BorrowedArray", "TorchWorkspace", "RawStream"]
@@ -108,16 +109,11 @@ class BorrowedArray:
         self.arg, self.key, self.buffer, self.ptr = arg, arg[:-1], self, arg.address
 
 
-#: Above 1 MiB, torch_npu's caching allocator carves blocks from segments of a multiple of 2 MiB
-#: (PTA ``NPUCachingAllocator.cpp``: kSmallSize, kRoundLarge, get_allocation_size)
-_SMALL, _ROUND_LARGE = 1 << 20, 2 << 20
-
-
 class TorchWorkspace:
     """A workspace of one stream from torch's caching allocator: a uint8 tensor made on that stream (its current
     one), reused by the calls queued on it in order, replaced by a larger one when outgrown (the old one goes back
-    to the allocator stream-ordered).  A large one is asked for in whole 2 MiB units, as the allocator's segments
-    are: the next, slightly larger, ask of a new shape then fits in it, with no new device allocation."""
+    to the allocator stream-ordered).  It is made of :func:`~acl_bindings.op.workspace_bytes`, as the package's own
+    workspaces: the next, slightly larger, ask of a new shape then fits in it, with no new device allocation."""
 
     __slots__ = ("torch", "device", "kept")
 
@@ -130,8 +126,7 @@ class TorchWorkspace:
         if n <= 0:
             return None
         if self.kept is None or self.kept.numel() < n:
-            size = n if n <= _SMALL else -(-n // _ROUND_LARGE) * _ROUND_LARGE
-            self.kept = self.torch.empty(size, dtype=self.torch.uint8, device=self.device)
+            self.kept = self.torch.empty(workspace_bytes(n), dtype=self.torch.uint8, device=self.device)
         return int(self.kept.data_ptr())
 
 
