@@ -81,6 +81,7 @@ from typing import Any, Callable, Optional
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one thread, as torch (see the docstring)
 
 import numpy as np  # noqa: E402
+from pycalls import python_calls  # noqa: E402  (benchmarks/, this script's folder)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -345,18 +346,7 @@ def count_calls(ov: Overhead) -> None:
     for name, fn in ov.methods.items():
         if name == "C floor":
             continue
-        seen = [0]
-
-        def profile(frame: Any, event: str, arg: Any, seen: list[int] = seen) -> None:
-            if event in ("call", "c_call"):
-                seen[0] += 1
-
-        sys.setprofile(profile)
-        try:
-            fn()
-        finally:
-            sys.setprofile(None)
-        ov.python_calls[name] = seen[0] / ov.batch
+        ov.python_calls[name] = python_calls(fn) / ov.batch
         if name == "torch eager":
             continue
         before = _all_counts()

@@ -17,6 +17,8 @@ import statistics
 import time
 from typing import Any, Callable
 
+from pycalls import python_calls  # (benchmarks/, this script's folder)
+
 
 def _batch(fn: Callable[[], Any], n: int, sync: Callable[[], Any]) -> float:
     sync()
@@ -75,14 +77,23 @@ def main(argv: list[str] | None = None) -> int:
             sync()
             first["backward_torch"].append((time.perf_counter() - t0) * 1e6)
 
+        calls = {name: python_calls(fn) for name, fn in paths.items()}  # one steady call each
+        n = 3 + args.rounds  # and one first call of a new shape each
+        gn, gm = torch.ones(1, 1, n, 2, 2).npu(), torch.ones(1, 1, 2, n, 2).npu()
+        calls["first call of a new shape: torch_npu aten op"] = python_calls(
+            lambda: aten(gn, [n, 2, 2], [1, 1, 1, 1, 1]))
+        calls["first call of a new shape: backward_torch"] = python_calls(
+            lambda: backward_torch(gm, (2, n, 2), (1, 1, 1, 1, 1)))
+        sync()
+
     def row(name: str, v: list[float], peer: list[float] | None) -> str:
         ratio = "" if peer is None else \
             f"{min(v) / min(peer):.2f} ({statistics.median(v) / statistics.median(peer):.2f})"
-        return f"| {name} | {min(v):.1f} / {statistics.median(v):.1f} | {ratio} |"
+        return f"| {name} | {min(v):.1f} / {statistics.median(v):.1f} | {ratio} | {calls.get(name, '-')} |"
 
     print(f"{args.rounds} interleaved rounds, batches of {args.batch} calls; µs per call, min / median; ratio to the "
           "peer from minima (medians in brackets)\n")
-    print("| path | µs per call | / peer |\n|---|---|---|")
+    print("| path | µs per call | / peer | Python calls |\n|---|---|---|---|")
     names = list(paths)
     print(row(names[0], times[names[0]], None))
     print(row(names[1], times[names[1]], times[names[0]]))
