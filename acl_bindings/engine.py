@@ -200,17 +200,18 @@ class Call:
         ClosedError once that memory was released."""
         descriptors = self._descriptors
         assert descriptors is not None
-        if not array.buffer.ptr:
+        address = array.buffer.ptr  # (its arg's address)
+        if not address:
             raise ClosedError(f"{self.op.schema[pos].name}: this device array is closed")
-        new = array.arg
         if self.plan:
             assert self._executor is not None
             tensor.address = -1  # unknown until the library confirms the new one
             if pos in self.op.inputs:
-                self._executor.set_input_address(self.op.inputs.index(pos), tensor, new.address)
+                self._executor.set_input_address(self.op.inputs.index(pos), tensor, address)
             else:
-                self._executor.set_output_address(self.op.outputs.index(pos), tensor, new.address)
+                self._executor.set_output_address(self.op.outputs.index(pos), tensor, address)
             return
+        new = array.arg
         old = descriptors.replace(pos, borrowed_tensor(new, plan=False))
         self._values[pos] = new
         try:

@@ -106,14 +106,20 @@ class Executor(Resource):
 
     def set_input_address(self, index: int, tensor: Tensor, address: int) -> None:
         """Point input *index* (and *tensor*) at *address*.  Wraps: aclSetInputTensorAddr."""
-        self._check_open()
-        lib.aclSetInputTensorAddr(self.handle, index, tensor, c_void_p(address))
-        tensor.address = int(address)
+        self._set_address("aclSetInputTensorAddr", index, tensor, address)
 
     def set_output_address(self, index: int, tensor: Tensor, address: int) -> None:
         """Point output *index* (and *tensor*) at *address*.  Wraps: aclSetOutputTensorAddr."""
-        self._check_open()
-        lib.aclSetOutputTensorAddr(self.handle, index, tensor, c_void_p(address))
+        self._set_address("aclSetOutputTensorAddr", index, tensor, address)
+
+    def _set_address(self, func: str, index: int, tensor: Tensor, address: int) -> None:
+        # (a kept call re-points its plan on most calls: the unchecked function, its status checked here)
+        cell = self._cell
+        if cell is None or not cell.value:
+            raise ClosedError(f"this {self._what} is closed")
+        rc = lib.unchecked(func)(cell, index, tensor, address)
+        if rc:
+            raise_for_status(rc, func)
         tensor.address = int(address)
 
     def _consumed(self) -> None:

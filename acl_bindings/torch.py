@@ -101,33 +101,47 @@ class TensorDescription:
 
 
 class BorrowedArray:
-    """A torch tensor's memory as the call engine takes a device array: its description and address."""
+    """A torch tensor's memory as the call engine takes a device array: *template* (a :class:`TensorArg`) at the
+    storage address *ptr* (default: the template's own); its ``arg`` is made only when a call needs it."""
 
-    __slots__ = ("arg", "key", "buffer", "ptr")
+    __slots__ = ("template", "buffer", "ptr")
 
-    def __init__(self, arg: TensorArg) -> None:
-        self.arg, self.key, self.buffer, self.ptr = arg, arg[:-1], self, arg.address
+    def __init__(self, template: TensorArg, ptr: Optional[int] = None) -> None:
+        self.template, self.buffer, self.ptr = template, self, template.address if ptr is None else ptr
+
+    @property
+    def arg(self) -> TensorArg:
+        """The template at this array's address."""
+        return self.template if self.ptr == self.template.address else self.template._replace(address=self.ptr)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """The description without its address (as a device array's ``key``)."""
+        return self.template[:-1]
 
 
 class TorchWorkspace:
     """A workspace of one stream from torch's caching allocator: a uint8 tensor made on that stream (its current
     one), reused by the calls queued on it in order, replaced by a larger one when outgrown (the old one goes back
     to the allocator stream-ordered).  It is made of :func:`~acl_bindings.op.workspace_bytes`, as the package's own
-    workspaces: the next, slightly larger, ask of a new shape then fits in it, with no new device allocation."""
+    workspaces: the next, slightly larger, ask of a new shape then fits in it, with no new device allocation.
+    ``stream`` is the stream as the call engine takes it."""
 
-    __slots__ = ("torch", "device", "kept")
+    __slots__ = ("torch", "device", "stream", "kept", "size", "address")
 
-    def __init__(self, torch: Any, device: Any) -> None:
-        self.torch, self.device = torch, device
+    def __init__(self, torch: Any, device: Any, stream: int = 0) -> None:
+        self.torch, self.device, self.stream = torch, device, RawStream(stream)
         self.kept: Any = None
+        self.size = self.address = 0
 
     def reserve(self, n: int) -> Optional[int]:
         """An address of at least *n* bytes, or None for 0."""
         if n <= 0:
             return None
-        if self.kept is None or self.kept.numel() < n:
+        if n > self.size:
             self.kept = self.torch.empty(workspace_bytes(n), dtype=self.torch.uint8, device=self.device)
-        return int(self.kept.data_ptr())
+            self.size, self.address = int(self.kept.numel()), int(self.kept.data_ptr())
+        return self.address
 
 
 class RawStream:

@@ -43,13 +43,15 @@ def param_label(param: str) -> str:
 
 
 def plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any, layout: Any) -> Optional[tuple[Any, ...]]:
-    """*sizes*, *scales*, *strict* and *layout* as part of a kept call's key, when each is of a plain type (tuples
-    of ints; None or floats; a bool; a str), else None: equal values of other types (2.0 for 2), or unhashable
-    ones, take the full call, which may refuse them."""
+    """*sizes*, *scales*, *strict* and *layout* as part of a kept call's key, when each is of a plain type (tuples,
+    lists or ``torch.Size`` of ints; None or floats; a bool; a str), else None: equal values of other types (2.0
+    for 2), or unhashable ones, take the full call, which may refuse them."""
     flat: tuple[Any, ...] = ()
-    for size in sizes:
-        if type(size) is not tuple:
+    if set(map(type, sizes)) != _TUPLE:
+        if not all(isinstance(size, (tuple, list)) for size in sizes):
             return None
+        sizes = tuple(tuple(size) for size in sizes)
+    for size in sizes:
         flat += size
     if not set(map(type, flat)) <= _INT or not set(map(type, scales)) <= _SCALE or type(strict) is not bool or \
             type(layout) is not str:
@@ -57,7 +59,7 @@ def plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any, layo
     return (sizes, tuple(scales), strict, layout)
 
 
-_INT, _SCALE = {int}, {type(None), float}
+_INT, _SCALE, _TUPLE = {int}, {type(None), float}, {tuple}
 
 
 def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,

@@ -16,10 +16,11 @@ from acl_bindings.torch import is_tensor, numpy_to_tensor, tensor_to_numpy
 
 from ._env import default_device
 from ._torch_host import host_view
+from .forward import OP as FORWARD
 from .forward import PHASE1 as FORWARD_PHASE1
-from .op import PHASE1
+from .op import OP, PHASE1
 from .session import Session
-from .torch_interop import _backward_npu, _forward_npu, release_npu_calls
+from .torch_interop import _backward_npu, _forward_npu, kept_npu_call, release_npu_calls
 
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "upsample_nearest_exact3d",
            "UpsampleNearestExact3d", "default_session", "close_default_session", "backward_torch", "forward_torch"]
@@ -166,6 +167,10 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
     the stream); *session* serves CPU inputs (default: the process-wide one).
     """
     scales = (scales_d, scales_h, scales_w)
+    if out is None and return_type == "torch":  # a repeat on NPU tensors: the plan kept for its key
+        got = kept_npu_call(OP, grad_output, (output_size, input_size), scales, strict, layout)
+        if got is not None:
+            return got
     return _torch_call(
         "grad_output", grad_output, out, return_type, session,
         lambda: _backward_npu(grad_output, output_size, input_size, scales, layout, out, return_type, strict),
@@ -178,6 +183,10 @@ def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None
     """The forward for torch tensors, as :func:`backward_torch` for the backward (other arguments as
     :meth:`upsample3d_grad.Session.forward`)."""
     scales = (scales_d, scales_h, scales_w)
+    if out is None and return_type == "torch":
+        got = kept_npu_call(FORWARD, input, (output_size,), scales, strict, layout)
+        if got is not None:
+            return got
     return _torch_call(
         "input", input, out, return_type, session,
         lambda: _forward_npu(input, output_size, scales, layout, out, return_type, strict),

@@ -7,7 +7,7 @@ import atexit
 import contextlib
 import threading
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -18,7 +18,6 @@ from acl_bindings.meta import TensorArg
 from acl_bindings.runtime import initialized_first
 from acl_bindings.torch import (
     BorrowedArray,
-    RawStream,
     TensorDescription,
     TorchWorkspace,
     is_tensor,
@@ -36,7 +35,7 @@ from .forward_checks import check_forward_params
 from .op import OP
 
 __all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "run_borrowed", "is_tensor",
-           "host_view", "release_npu_calls"]
+           "host_view", "kept_npu_call", "release_npu_calls"]
 
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
 _PLAIN_FORMATS = (2, 27, 30)
@@ -137,60 +136,82 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
 # --------------------------------------------------------------------------- the kept calls of NPU tensors
 
 #: NPU calls with no *out* whose key (the input's metadata, the sizes, scales, layout, strict) passed
-#: the host checks: their kept plan, by device index; ``kept`` holds the argument templates (address aside)
-_npu_calls: dict[int, CallCache] = {}
-#: their workspace on each (device index, stream) they ran on, reused in that stream's order
-_npu_workspaces: dict[tuple[int, int], TorchWorkspace] = {}
+#: the host checks: their kept plan, by device; ``kept`` holds the argument templates (address aside)
+_npu_calls: dict[Any, CallCache] = {}
+#: their workspace on each (device, stream) they ran on, reused in that stream's order
+_npu_workspaces: dict[tuple[Any, int], TorchWorkspace] = {}
 _npu_lock = threading.RLock()
+#: the tensor types of the kept calls (a repeat needs no other check that its argument is a tensor)
+_kept_types: set[type] = set()
 
 
-def _current_stream(torch_npu: Any, device: Any) -> int:
-    # this drains torch_npu's task queue (NPUStream::stream()), so earlier torch work reaches the stream first
-    handle = int(torch_npu._C._npu_getCurrentRawStream(device.index))
-    if not handle:  # (torch_npu answers 0 when draining its queue failed: never launch on the NULL stream)
-        raise RuntimeError(f"torch_npu's current stream on {device} is NULL (its task queue could not be "
-                           "drained); the operator was not launched")
-    return handle
+class _TorchNpu(NamedTuple):
+    """What a kept call uses of torch and torch_npu, looked up once."""
+
+    torch: Any
+    torch_npu: Any
+    empty: Callable[..., Any]
+    get_device: Callable[[], int]
+    raw_stream: Callable[[int], int]
+    npu_format: Callable[[Any], Any]
 
 
-def _npu_key(op: Any, x: Any, plain: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The kept-call key of an NPU call on *x* (a tensor :func:`_npu_setup` accepted) with the :func:`plain_key`
-    *plain* of its other arguments."""
-    return (op.name, x.device.index, x.dtype, x.shape, x.stride(), x.storage_offset(), x.untyped_storage().nbytes(),
-            plain)
+_api: _TorchNpu | None = None
 
 
-def _npu_repeat(op: Any, key: tuple[Any, ...], x: Any, torch: Any, torch_npu: Any) -> Any:
-    """The kept call of *key* on *x*, into a new tensor; None when nothing is kept for it."""
-    cache = _npu_calls.get(key[1])
-    if cache is None:
+def kept_npu_call(op: Any, x: Any, sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any,
+                  layout: Any) -> Any:
+    """*op* on NPU tensor *x* on the plan kept for this key (the host checks passed for it before), into a new
+    tensor on torch_npu's current stream: no check, no new descriptor.  None when no plan is kept for it (the
+    full call then runs)."""
+    if type(x) not in _kept_types:
         return None
     device = x.device
+    cache = _npu_calls.get(device)
+    api = _api
+    if cache is None or api is None:
+        return None
+    plain = plain_key(sizes, scales, strict, layout)
+    try:
+        fmt = api.npu_format(x)
+    except Exception:  # (the full call treats it)
+        return None
+    if plain is None or fmt not in _PLAIN_FORMATS:
+        return None
+    storage = x.untyped_storage()
+    key = _npu_key(op, x, storage, plain)
     with _npu_lock:
         call = cache.get(key)
         if call is None or call.kept is None:
             return None
         x_arg, *between, out_arg = call.kept
-        out = torch.empty(out_arg.shape, dtype=x.dtype, device=device)
-        values = (BorrowedArray(TensorArg._make((*x_arg[:-1], x.untyped_storage().data_ptr()))), *between,
-                  BorrowedArray(TensorArg._make((*out_arg[:-1], out.untyped_storage().data_ptr()))))
-        with _on_device(torch_npu, device.index):
-            _run_kept(call, values, torch, torch_npu, device)
+        out = api.empty(out_arg.shape, dtype=x.dtype, device=device)
+        values = (BorrowedArray(x_arg, storage.data_ptr()), *between,
+                  BorrowedArray(out_arg, out.untyped_storage().data_ptr()))
+        if api.get_device() == device.index:  # (its context is current: a guard would cost more than the call)
+            _run_kept(call, values, api, device)
+        else:
+            with api.torch_npu.npu.device(device.index):
+                _run_kept(call, values, api, device)
     return out
 
 
-def _on_device(torch_npu: Any, index: int) -> Any:
-    """torch_npu's device guard for *index*, or nothing when it is the thread's device already (its context is
-    current: the guard would cost more than the call)."""
-    return contextlib.nullcontext() if torch_npu._C._npu_getDevice() == index else torch_npu.npu.device(index)
+def _npu_key(op: Any, x: Any, storage: Any, plain: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The kept-call key of an NPU call on *x* (a tensor :func:`_npu_setup` accepted, *storage* its untyped
+    storage) with the :func:`plain_key` *plain* of its other arguments."""
+    return (op.name, x.device, x.dtype, x.shape, x.stride(), x.storage_offset(), storage.nbytes(), plain)
 
 
-def _run_kept(call: Call, values: tuple[Any, ...], torch: Any, torch_npu: Any, device: Any) -> None:
-    stream = _current_stream(torch_npu, device)
-    workspace: Any = _npu_workspaces.get((device.index, stream))  # (Call.run takes anything with reserve())
+def _run_kept(call: Call, values: tuple[Any, ...], api: _TorchNpu, device: Any) -> None:
+    # this drains torch_npu's task queue (NPUStream::stream()), so earlier torch work reaches the stream first
+    stream = api.raw_stream(device.index)
+    if not stream:  # (torch_npu answers 0 when draining its queue failed: never launch on the NULL stream)
+        raise RuntimeError(f"torch_npu's current stream on {device} is NULL (its task queue could not be "
+                           "drained); the operator was not launched")
+    workspace: Any = _npu_workspaces.get((device, stream))  # (Call.run takes anything with reserve())
     if workspace is None:
-        workspace = _npu_workspaces[device.index, stream] = TorchWorkspace(torch, device)
-    call.run(values, workspace, RawStream(stream))
+        workspace = _npu_workspaces[device, stream] = TorchWorkspace(api.torch, device, stream)
+    call.run(values, workspace, workspace.stream)
 
 
 def release_npu_calls() -> None:
@@ -203,31 +224,37 @@ def release_npu_calls() -> None:
             return
         _npu_workspaces.clear()  # (torch's allocator orders their reuse on their streams)
         torch = torch_module()
-        for device_index, cache in caches:
-            torch.npu.synchronize(device_index)
-            with torch.npu.device(device_index):
+        for device, cache in caches:
+            torch.npu.synchronize(device)
+            with torch.npu.device(device):
                 cache.clear()
 
 
-def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], device: Any, torch: Any, torch_npu: Any) -> None:
-    """A full NPU call whose host checks passed: make the plan of its shape, keep it for *key*'s repeats, and run
-    this call on it (one phase 1 in all)."""
-    device_index = key[1]
-    with _npu_lock, _on_device(torch_npu, device_index):
-        if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
-            atexit.register(_release_at_exit)
-        cache = _npu_calls.setdefault(device_index, CallCache())
-        borrowed = tuple(BorrowedArray(v) if isinstance(v, TensorArg) else v for v in values)
-        call = cache.get(key)
-        if call is None:
-            call = Call(op, borrowed, plan=True, lock=_npu_lock)
-            call.kept = values
+def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], x: Any, torch: Any, torch_npu: Any) -> None:
+    """A full NPU call on *x* whose host checks passed: make the plan of its shape, keep it for *key*'s repeats,
+    and run this call on it (one phase 1 in all)."""
+    global _api
+    device = x.device
+    with _npu_lock:
+        if _api is None:
+            _api = _TorchNpu(torch, torch_npu, torch.empty, torch_npu._C._npu_getDevice,
+                             torch_npu._C._npu_getCurrentRawStream, _npu_format or _format_query(torch, torch_npu))
+        with torch_npu.npu.device(device.index):
+            if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
+                atexit.register(_release_at_exit)
+            cache = _npu_calls.setdefault(device, CallCache())
+            borrowed = tuple(BorrowedArray(v) if isinstance(v, TensorArg) else v for v in values)
+            call = cache.get(key)
+            if call is None:
+                call = Call(op, borrowed, plan=True, lock=_npu_lock)
+                call.kept = values
 
-            def before_evict() -> None:  # its executor may still be queued: the device's work completes first
-                torch.npu.synchronize(device_index)
+                def before_evict() -> None:  # its executor may still be queued: the device's work completes first
+                    torch.npu.synchronize(device)
 
-            cache.add(key, call, before_evict)
-        _run_kept(call, borrowed, torch, torch_npu, device)
+                cache.add(key, call, before_evict)
+            _kept_types.add(type(x))
+            _run_kept(call, borrowed, _api, device)
 
 
 def _release_at_exit() -> None:
@@ -238,16 +265,12 @@ def _release_at_exit() -> None:
 def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: str, params: tuple[str, str, str],
               out_shape: Callable[[checks.TensorSpec], tuple[int, ...]],
               check: Callable[[checks.TensorSpec, checks.TensorSpec], tuple[Any, ...]], key_args: Any = None) -> Any:
-    """Run *op* on NPU tensor *x* into *out* (made when None, of ``out_shape(x's spec)``): *params* name *x* in
-    Python, *x* and *out* in C; ``check(x's spec, out's spec)`` runs the host checks before any allocation and
-    returns *op*'s arguments between the two tensors.  With no *out*, a call whose key (*key_args* and *x*'s
-    metadata) passed the checks before runs on the plan kept for it: no check, no new descriptor."""
+    """Run *op* on NPU tensor *x* into *out* (made when None, of ``out_shape(x's spec)``), with every check: *params*
+    name *x* in Python, *x* and *out* in C; ``check(x's spec, out's spec)`` runs the host checks before any
+    allocation and returns *op*'s arguments between the two tensors.  With no *out*, the plan made for the key
+    (*key_args* and *x*'s metadata) is kept: :func:`kept_npu_call` runs the key's next calls on it."""
     torch, torch_npu = _npu_setup(((params[0], x), ("out", out)), func)
-    key = _npu_key(op, x, key_args) if out is None and key_args is not None else None
-    if key is not None:
-        got = _npu_repeat(op, key, x, torch, torch_npu)
-        if got is not None:
-            return tensor_to_numpy(got.cpu()) if return_type == "numpy" else got
+    key = _npu_key(op, x, x.untyped_storage(), key_args) if out is None and key_args is not None else None
     fmt = checks.layout_format(layout, func)
     x_desc = TorchDescription(x, params[1], func)
     x_spec = _spec(x_desc, fmt)
@@ -260,7 +283,7 @@ def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: st
         out = torch.empty(out_spec.shape, dtype=x.dtype, device=x.device)
     values = (x_desc.arg(fmt), *between, TorchDescription(out).arg(fmt))
     if key is not None:
-        _npu_keep(op, key, values, x.device, torch, torch_npu)  # its plan runs this call too
+        _npu_keep(op, key, values, x, torch, torch_npu)  # its plan runs this call too
     else:
         _npu_launch(op, values, x.device, torch, torch_npu)
     return tensor_to_numpy(out.cpu()) if return_type == "numpy" else out

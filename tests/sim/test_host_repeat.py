@@ -33,6 +33,17 @@ def test_a_repeated_key_runs_one_copy_each_way_the_launch_and_one_sync(no_leaks:
                          "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize": 0, "aclrtSynchronizeStream": 1}
 
 
+def test_sizes_given_as_lists_repeat_as_tuples_do(no_leaks: None) -> None:
+    with Session(0) as s:
+        s.backward(G, OUT, IN)
+        for sizes in ((list(OUT), list(IN)), (OUT, list(IN)), (list(OUT), IN)):
+            calls = _calls_of(lambda sizes=sizes: s.backward(G, *sizes))
+            assert calls["aclCreateTensor"] == 0 and calls["aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"] == 0
+        with pytest.raises(AclnnParamError) as err:  # a bad size in a list: still its code, before any device call
+            s.backward(G, [2, 2, 3], list(IN))
+        assert err.value.code == 161002
+
+
 def test_each_repeat_reads_its_own_input_and_returns_a_new_array(session: Session) -> None:
     rng = np.random.default_rng(36)
     results = []

@@ -102,19 +102,25 @@ out["ok"] = n == 50 and float(total.cpu()) == float((data * 2.0).sum())
     "npu_repeat": r"""
 from acl_bindings import sim
 from upsample3d_grad import reference
-from upsample3d_grad.functional import backward_torch
+from upsample3d_grad.functional import backward_torch, forward_torch
 import numpy as np
 g = torch.arange(1, 33, dtype=torch.float32).reshape(2, 2, 2, 2, 2).npu()
 want = [36.0, 100.0, 164.0, 228.0]
 names = ("aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize", "aclCreateTensor",
-         "aclnnUpsampleNearestExact3dBackward")
+         "aclnnUpsampleNearestExact3dBackward", "aclnnUpsampleNearestExact3dGetWorkspaceSize")
 first = [backward_torch(g, (2, 2, 2), (2, 2, 1, 1, 1)).cpu().flatten().tolist() for _ in range(2)]
+up = forward_torch(g, (4, 4, 4)).cpu()
 inputs = [g * float(k) for k in range(1, 4)]  # (torch_npu's own Muls makes aclTensors: before the count)
 torch.npu.synchronize()
 before = {n: sim.call_count(n) for n in names}
 results = [backward_torch(x_k, (2, 2, 2), (2, 2, 1, 1, 1)) for x_k in inputs]
+# the same key in lists and torch.Size, and the forward's repeat: the kept plans too
+results += [backward_torch(x_k, [2, 2, 2], torch.Size([2, 2, 1, 1, 1])) for x_k in inputs]
+ups = [forward_torch(x_k, [4, 4, 4]) for x_k in inputs]
+kept = [r.data_ptr() for r in results]  # (each result kept: the plan is re-pointed at every new one)
 calls = {n: sim.call_count(n) - v for n, v in before.items()}
 again = [r.cpu().flatten().tolist() for r in results]
+ups_ok = all(torch.equal(u.cpu(), up * float(k)) for u, k in zip(ups, (1, 2, 3)))
 wide = torch.zeros(2, 2, 2, 2, 4).npu()
 wide[..., ::2] = g
 strided = backward_torch(wide[..., ::2], (2, 2, 2), (2, 2, 1, 1, 1)).cpu().flatten().tolist()
@@ -127,8 +133,9 @@ for bad in ({"output_size": (2, 2, 3)}, {"layout": ["NCDHW"]}):  # a bad size; a
     except Exception as exc:
         refused.append(getattr(exc, "code", repr(exc)))
 out["calls"], out["refused"] = calls, refused
-out["ok"] = (first == [want, want] and again == [[v * k for v in want] for k in (1, 2, 3)] and strided == want
-             and refused == [161002, 161002] and calls[names[0]] == 0 and calls[names[1]] == 0 and calls[names[2]] == 3)
+out["ok"] = (first == [want, want] and again == [[v * k for v in want] for k in (1, 2, 3)] * 2 and strided == want
+             and ups_ok and len(set(kept)) == 6 and refused == [161002, 161002] and calls[names[0]] == 0
+             and calls[names[1]] == 0 and calls[names[2]] == 6 and calls[names[3]] == 0)
 """,
 }
 
