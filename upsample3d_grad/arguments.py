@@ -47,11 +47,11 @@ def plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any, layo
     lists or ``torch.Size`` of ints; None or floats; a bool; a str), else None: equal values of other types (2.0
     for 2), or unhashable ones, take the full call, which may refuse them."""
     flat: tuple[Any, ...] = ()
-    if set(map(type, sizes)) != _TUPLE:
-        if not all(isinstance(size, (tuple, list)) for size in sizes):
-            return None
-        sizes = tuple(tuple(size) for size in sizes)
     for size in sizes:
+        if type(size) is not tuple:  # a list or torch.Size: its key is the tuple's
+            if not all(isinstance(s, (tuple, list)) for s in sizes):
+                return None
+            return plain_key(tuple(tuple(s) for s in sizes), scales, strict, layout)
         flat += size
     if not set(map(type, flat)) <= _INT or not set(map(type, scales)) <= _SCALE or type(strict) is not bool or \
             type(layout) is not str:
@@ -59,7 +59,7 @@ def plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any, layo
     return (sizes, tuple(scales), strict, layout)
 
 
-_INT, _SCALE, _TUPLE = {int}, {type(None), float}, {tuple}
+_INT, _SCALE = {int}, {type(None), float}
 
 
 def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
