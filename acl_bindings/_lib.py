@@ -269,6 +269,7 @@ class Lib:
             raise MissingSymbolError(
                 f"{name} is not exported by the loaded {role} libraries ({', '.join(where) or 'none found'})."
                 f"{failed}{hint}")
+        self.__dict__[name] = fn  # (as numba's CUDA driver does: the next lookup finds it without this method)
         return fn
 
 
