@@ -137,9 +137,9 @@ class Tensor(_Handle):
     def __init__(self, shape: Sequence[int], dtype: Any, buffer: DeviceBuffer | None = None, *,
                  strides: Sequence[int] | None = None, offset: int = 0, format: Format = Format.ND,
                  storage_dims: Sequence[int] | None = None, address: int | None = None) -> None:
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.acl_dtype = DataType(dtype) if isinstance(dtype, DataType) else dtype_to_acl(dtype)
-        self.strides = tuple(int(s) for s in strides) if strides is not None else contiguous_strides(self.shape)
+        self.strides = tuple(map(int, strides)) if strides is not None else contiguous_strides(self.shape)
         if len(self.strides) != len(self.shape):
             raise ValueError(f"strides: expected {len(self.shape)} values for shape {self.shape}, got {self.strides}")
         self.offset = int(offset)
@@ -149,7 +149,7 @@ class Tensor(_Handle):
             _check_inside(self.shape, self.strides, self.offset, _ITEM_SIZES.get(self.acl_dtype, 1), buffer.nbytes)
             address = buffer.ptr
         if storage_dims is not None:
-            self.storage_dims = tuple(int(s) for s in storage_dims)
+            self.storage_dims = tuple(map(int, storage_dims))
         elif buffer is not None:
             self.storage_dims = (buffer.nbytes // _ITEM_SIZES.get(self.acl_dtype, 1),)
         else:

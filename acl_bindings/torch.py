@@ -83,8 +83,8 @@ class TensorDescription:
 
     def __init__(self, t: Any, dtype: np.dtype) -> None:
         self.dtype = np.dtype(dtype)
-        self.shape = tuple(int(n) for n in t.shape)
-        self.strides = tuple(int(s) for s in t.stride())
+        self.shape = tuple(map(int, t.shape))
+        self.strides = tuple(map(int, t.stride()))
         self.offset = int(t.storage_offset())
         storage = t.untyped_storage()
         self.storage_dims = (int(storage.nbytes()) // self.dtype.itemsize,)
