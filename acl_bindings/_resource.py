@@ -71,12 +71,21 @@ def _quiet(release: Callable[..., Any], cell: c_void_p, *args: Any, before: Call
 
 def release_cell(cell: c_void_p, fn: Callable[..., int], *extra: Any) -> int:
     """Call the C release *fn* (no ``errcheck``) on *cell*'s handle and return the status (nothing for an empty cell);
-    the handle leaves the cell before the call (back when refused), so it is never released twice."""
+    the handle leaves the cell before the call (back when refused, or when an interrupt came before the call), so
+    it is never released twice nor lost (docs/design.md, Ctrl-C)."""
     handle = cell.value
     if not handle:
         return 0
-    cell.value = None
-    if rc := fn(handle, *extra):
+    args, called = (handle, *extra), False
+    try:
+        cell.value = None
+        called = True  # (from this store of a local to the call CPython delivers no signal)
+        rc = fn(*args)
+    except BaseException:
+        if not called:  # (CPython 3.9 delivers one right after the take)
+            cell.value = handle
+        raise
+    if rc:
         cell.value = handle
     return rc
 

@@ -275,9 +275,16 @@ class TwoPhaseOp:
         address = workspace or None  # (an int for the void*: ctypes converts it)
         if executor.repeatable:  # it outlives the call: its close() waits for the lock
             rc = self._phase2(address, workspace_size, cell, stream)
-        else:  # consumed whether or not it succeeds: forgotten right before the call (see release_cell)
-            handle, cell.value = cell.value, None
-            rc = self._phase2(address, workspace_size, handle, stream)
+        else:  # consumed whether or not it succeeds: forgotten right before the call (as in release_cell)
+            phase2, handle, called = self._phase2, cell.value, False
+            try:
+                cell.value = None
+                called = True
+                rc = phase2(address, workspace_size, handle, stream)
+            except BaseException:
+                if not called:  # (interrupted before the call: still owned, destroyed unrun by its close)
+                    cell.value = handle
+                raise
             executor._consumed()
         executor.runs += 1
         if rc:

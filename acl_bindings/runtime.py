@@ -262,8 +262,16 @@ def _reset_device(cell: c_void_p, device_id: int) -> None:
     reset = lib.unchecked("aclrtResetDevice")
     if not cell.value:
         return
-    cell.value = None
-    if rc := reset(device_id):
+    called = False
+    try:
+        cell.value = None
+        called = True
+        rc = reset(device_id)
+    except BaseException:
+        if not called:  # (an interrupt before the call: still set, still owned)
+            cell.value = 1
+        raise
+    if rc:
         cell.value = 1
     raise_for_status(rc, "aclrtResetDevice")
 
@@ -285,11 +293,18 @@ class Device(Resource):
         prev = current_context()
         cell = self._arm(_reset_device, device_id)  # the cell holds 1 while the device is set
         try:
-            # owned before the call, and no Python function runs from the store to the C call (where CPython
-            # delivers a Ctrl-C): an interrupt finds the device set or not owned
-            set_device = lib.unchecked("aclrtSetDevice")
-            cell.value = 1
-            if rc := set_device(device_id):
+            # owned before the call, and no Python function runs from the store to the C call: an interrupt
+            # finds the device set or not owned (one before the call gives the cell back, as in release_cell)
+            set_device, called = lib.unchecked("aclrtSetDevice"), False
+            try:
+                cell.value = 1
+                called = True
+                rc = set_device(device_id)
+            except BaseException:
+                if not called:
+                    cell.value = None
+                raise
+            if rc:
                 cell.value = None
             raise_for_status(rc, "aclrtSetDevice")
             try:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from ctypes import c_void_p
 
 import pytest
 
 from acl_bindings import ClosedError
-from acl_bindings._resource import Resource, in_use
+from acl_bindings._resource import Resource, in_use, release_cell
 
 
 class _State:
@@ -118,3 +119,31 @@ def test_a_refused_release_keeps_the_handle() -> None:
 
     cell = c_void_p(0x1234)
     assert release_cell(cell, lambda handle: 507033) == 507033 and cell.value == 0x1234
+
+
+class _CellInterruptedAtTheTake(c_void_p):
+    """A cell whose emptying is followed by a KeyboardInterrupt, once: where CPython 3.9 delivers a Ctrl-C (after an
+    attribute store), before the C release is called."""
+
+    armed = True
+
+    @property  # type: ignore[override]
+    def value(self) -> int | None:
+        return c_void_p.value.__get__(self)  # type: ignore[attr-defined, no-any-return]
+
+    @value.setter
+    def value(self, v: int | None) -> None:
+        c_void_p.value.__set__(self, v)  # type: ignore[attr-defined]
+        if v is None and self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+
+
+def test_a_release_interrupted_before_its_call_keeps_the_handle() -> None:
+    released: list[int] = []
+    cell = _CellInterruptedAtTheTake(0x1234)
+    with pytest.raises(KeyboardInterrupt):
+        release_cell(cell, lambda handle: released.append(handle) or 0)
+    assert released == [] and cell.value == 0x1234  # not released, still owned: the next release releases it
+    assert release_cell(cell, lambda handle: released.append(handle) or 0) == 0
+    assert released == [0x1234] and not cell.value
