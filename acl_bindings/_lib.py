@@ -177,11 +177,11 @@ def plain_types(proto: Prototype) -> tuple[Any, tuple[Any, ...]]:
 
 
 class Lib:
-    """Namespace of bound raw functions; attribute access binds lazily."""
+    """Namespace of bound raw functions; attribute access binds lazily, and the bound function becomes an attribute
+    (as in numba's CUDA driver): a later lookup is a plain one."""
 
     def __init__(self) -> None:
         self._extra: dict[str, Prototype] = {}
-        self._bound: dict[str, Any] = {}
         self._unchecked: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -195,7 +195,7 @@ class Lib:
 
     def _raw(self, name: str) -> Any:
         """Bind *name* (None when absent); no error on absence."""
-        fn = self._bound.get(name)
+        fn = self.__dict__.get(name)
         if fn is not None:
             return fn
         proto = self._prototype(name)
@@ -210,7 +210,7 @@ class Lib:
         fn.errcheck = _logged(check) if _config.log_calls() else check  # (ACL_BINDINGS_LOG_CALLS: read at bind time)
         bound = _bind(fn, argtypes)
         with self._lock:
-            self._bound[name] = bound
+            setattr(self, name, bound)
         return bound
 
     @staticmethod
@@ -269,7 +269,6 @@ class Lib:
             raise MissingSymbolError(
                 f"{name} is not exported by the loaded {role} libraries ({', '.join(where) or 'none found'})."
                 f"{failed}{hint}")
-        self.__dict__[name] = fn  # (as numba's CUDA driver does: the next lookup finds it without this method)
         return fn
 
 

@@ -129,7 +129,7 @@ class TorchWorkspace:
 
     __slots__ = ("torch", "device", "stream", "kept", "size", "address")
 
-    def __init__(self, torch: Any, device: Any, stream: int = 0) -> None:
+    def __init__(self, torch: Any, device: Any, stream: int) -> None:
         self.torch, self.device, self.stream = torch, device, RawStream(stream)
         self.kept: Any = None
         self.size = self.address = 0

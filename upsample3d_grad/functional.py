@@ -167,8 +167,8 @@ def backward_torch(grad_output: Any, output_size: Sequence[int], input_size: Seq
     the stream); *session* serves CPU inputs (default: the process-wide one).
     """
     scales = (scales_d, scales_h, scales_w)
-    if out is None and return_type == "torch":  # a repeat on NPU tensors: the plan kept for its key
-        got = kept_npu_call(OP, grad_output, (output_size, input_size), scales, strict, layout)
+    if out is None:  # a repeat on NPU tensors: the plan kept for its key
+        got = kept_npu_call(OP, grad_output, (output_size, input_size), scales, strict, layout, return_type)
         if got is not None:
             return got
     return _torch_call(
@@ -183,8 +183,8 @@ def forward_torch(input: Any, output_size: Sequence[int], scales_d: float | None
     """The forward for torch tensors, as :func:`backward_torch` for the backward (other arguments as
     :meth:`upsample3d_grad.Session.forward`)."""
     scales = (scales_d, scales_h, scales_w)
-    if out is None and return_type == "torch":
-        got = kept_npu_call(FORWARD, input, (output_size,), scales, strict, layout)
+    if out is None:
+        got = kept_npu_call(FORWARD, input, (output_size,), scales, strict, layout, return_type)
         if got is not None:
             return got
     return _torch_call(

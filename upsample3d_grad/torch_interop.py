@@ -150,30 +150,28 @@ class _TorchNpu(NamedTuple):
 
     torch: Any
     torch_npu: Any
-    empty: Callable[..., Any]
     get_device: Callable[[], int]
     raw_stream: Callable[[int], int]
-    npu_format: Callable[[Any], Any]
 
 
 _api: _TorchNpu | None = None
 
 
 def kept_npu_call(op: Any, x: Any, sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any,
-                  layout: Any) -> Any:
+                  layout: Any, return_type: str) -> Any:
     """*op* on NPU tensor *x* on the plan kept for this key (the host checks passed for it before), into a new
-    tensor on torch_npu's current stream: no check, no new descriptor.  None when no plan is kept for it (the
-    full call then runs)."""
-    if type(x) not in _kept_types:
+    tensor on torch_npu's current stream: no check, no new descriptor; as numpy for ``return_type="numpy"``.
+    None when no plan is kept for it (the full call then runs)."""
+    if type(x) not in _kept_types or return_type not in ("torch", "numpy"):
         return None
     device = x.device
     cache = _npu_calls.get(device)
-    api = _api
-    if cache is None or api is None:
+    api, npu_format = _api, _npu_format
+    if cache is None or api is None or npu_format is None:
         return None
     plain = plain_key(sizes, scales, strict, layout)
     try:
-        fmt = api.npu_format(x)
+        fmt = npu_format(x)
     except Exception:  # (the full call treats it)
         return None
     if plain is None or fmt not in _PLAIN_FORMATS:
@@ -185,7 +183,7 @@ def kept_npu_call(op: Any, x: Any, sizes: tuple[Any, ...], scales: tuple[Any, ..
         if call is None or call.kept is None:
             return None
         x_arg, *between, out_arg = call.kept
-        out = api.empty(out_arg.shape, dtype=x.dtype, device=device)
+        out = api.torch.empty(out_arg.shape, dtype=x.dtype, device=device)
         values = (BorrowedArray(x_arg, storage.data_ptr()), *between,
                   BorrowedArray(out_arg, out.untyped_storage().data_ptr()))
         if api.get_device() == device.index:  # (its context is current: a guard would cost more than the call)
@@ -193,7 +191,7 @@ def kept_npu_call(op: Any, x: Any, sizes: tuple[Any, ...], scales: tuple[Any, ..
         else:
             with api.torch_npu.npu.device(device.index):
                 _run_kept(call, values, api, device)
-    return out
+    return out if return_type == "torch" else tensor_to_numpy(out.cpu())
 
 
 def _npu_key(op: Any, x: Any, storage: Any, plain: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -237,8 +235,7 @@ def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], x: Any, to
     device = x.device
     with _npu_lock:
         if _api is None:
-            _api = _TorchNpu(torch, torch_npu, torch.empty, torch_npu._C._npu_getDevice,
-                             torch_npu._C._npu_getCurrentRawStream, _npu_format or _format_query(torch, torch_npu))
+            _api = _TorchNpu(torch, torch_npu, torch_npu._C._npu_getDevice, torch_npu._C._npu_getCurrentRawStream)
         with torch_npu.npu.device(device.index):
             if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
                 atexit.register(_release_at_exit)

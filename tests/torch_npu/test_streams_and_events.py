@@ -117,6 +117,7 @@ results = [backward_torch(x_k, (2, 2, 2), (2, 2, 1, 1, 1)) for x_k in inputs]
 # the same key in lists and torch.Size, and the forward's repeat: the kept plans too
 results += [backward_torch(x_k, [2, 2, 2], torch.Size([2, 2, 1, 1, 1])) for x_k in inputs]
 ups = [forward_torch(x_k, [4, 4, 4]) for x_k in inputs]
+as_numpy = [backward_torch(x_k, (2, 2, 2), (2, 2, 1, 1, 1), return_type="numpy") for x_k in inputs]
 kept = [r.data_ptr() for r in results]  # (each result kept: the plan is re-pointed at every new one)
 calls = {n: sim.call_count(n) - v for n, v in before.items()}
 again = [r.cpu().flatten().tolist() for r in results]
@@ -135,7 +136,8 @@ for bad in ({"output_size": (2, 2, 3)}, {"layout": ["NCDHW"]}):  # a bad size; a
 out["calls"], out["refused"] = calls, refused
 out["ok"] = (first == [want, want] and again == [[v * k for v in want] for k in (1, 2, 3)] * 2 and strided == want
              and ups_ok and len(set(kept)) == 6 and refused == [161002, 161002] and calls[names[0]] == 0
-             and calls[names[1]] == 0 and calls[names[2]] == 6 and calls[names[3]] == 0)
+             and [a.ravel().tolist() for a in as_numpy] == [[v * k for v in want] for k in (1, 2, 3)]
+             and calls[names[1]] == 0 and calls[names[2]] == 9 and calls[names[3]] == 0)
 """,
 }
 
