@@ -5,16 +5,23 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from ctypes import c_double, c_uint64, c_void_p
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from ._resource import run_all
 from .enums import Format
 from .errors import AclError, ClosedError
 from .meta import IntArray, Tensor, TensorArg
-from .op import ArgKind, Executor, TwoPhaseOp, Workspace
+from .op import ArgKind, Executor, TwoPhaseOp
 
 __all__ = ["Call", "CallCache", "plan_key", "plan_storage", "borrowed_tensor", "run_once", "run_all",
            "check_values"]
+
+class Reserves(Protocol):
+    """Where a run's workspace comes from: a session's :class:`~acl_bindings.op.Workspace`, or a borrowed one."""
+
+    def reserve(self, n: int) -> Optional[int]:
+        """An address of at least *n* bytes, stream-ordered with the run's stream, or None for 0."""
+
 
 def plan_key(op: TwoPhaseOp, values: Sequence[Any]) -> tuple[Any, ...]:
     """The key of one call shape of *op*: its name, then each value in schema order, a device array's as its
@@ -166,26 +173,21 @@ class Call:
             self._stale.remove(obj)
         return first
 
-    def run(self, values: Sequence[Any], workspace: Workspace, stream: Any, clock: Any = None) -> int:
+    def run(self, values: Sequence[Any], workspace: Reserves, stream: Any, clock: Any = None) -> int:
         """Queue one run on *values* (this shape; device arrays at any addresses, ClosedError for one whose memory
         was released) on the open *stream*; returns the workspace size."""
-        descriptors = self._descriptors
-        assert descriptors is not None, "closed"
-        for pos in self._positions:
-            tensor = descriptors.args[pos]
-            if values[pos].buffer.ptr != tensor.address:  # (0 once its memory was released)
-                self._point(pos, values[pos], tensor)
         if self.plan:
-            executor, size = self._executor, self._size.value
-            assert executor is not None
-        else:
-            assert self._executor is not None
-            size, executor = self.op.refill(self._executor, descriptors.raw, self._size)
+            return self.run_at([values[pos].buffer.ptr for pos in self._positions], workspace, stream, clock)
+        descriptors, slot = self._descriptors, self._executor
+        assert descriptors is not None and slot is not None, "closed"
+        for pos in self._positions:
+            if values[pos].buffer.ptr != descriptors.args[pos].address:
+                self._renew(pos, values[pos])
+        size, executor = self.op.refill(slot, descriptors.raw, self._size)
         try:
             address = workspace.reserve(size)
         except BaseException:
-            if not self.plan:
-                executor._drop()  # never run: destroyed (cann-abi.md §1.3)
+            executor._drop()  # never run: destroyed (cann-abi.md §1.3)
             raise
         self.op.launch(address, self._size, executor, stream._as_parameter_, clock)
         self.calls += 1
@@ -195,22 +197,37 @@ class Call:
                 self._retry_plan()
         return size
 
-    def _point(self, pos: int, array: Any, tensor: Tensor) -> None:
-        """Point the tensor at *pos* at *array*'s memory (a plan's executor; a one-shot call makes a new aclTensor);
-        ClosedError once that memory was released."""
-        descriptors = self._descriptors
-        assert descriptors is not None
-        address = array.buffer.ptr  # (its arg's address)
+    def run_at(self, addresses: Sequence[int], workspace: Reserves, stream: Any, clock: Any = None) -> int:
+        """:meth:`run` of a plan (``plan`` true) with its tensors, inputs then outputs, at device *addresses*
+        (ClosedError for 0); a kept caller's repeat, which has the addresses and no device arrays."""
+        descriptors, executor = self._descriptors, self._executor
+        assert descriptors is not None and executor is not None and self.plan, "not an open plan"
+        for pos, address in zip(self._positions, addresses):
+            tensor = descriptors.args[pos]
+            if address != tensor.address:  # (the tensor's is 0 once its memory was released)
+                self._repoint(pos, tensor, address)
+        size = self._size.value
+        self.op.launch(workspace.reserve(size), self._size, executor, stream._as_parameter_, clock)
+        self.calls += 1
+        return size
+
+    def _repoint(self, pos: int, tensor: Tensor, address: int) -> None:
+        """Point the plan's tensor at *pos* at *address* (ClosedError for 0: memory released)."""
         if not address:
             raise ClosedError(f"{self.op.schema[pos].name}: this device array is closed")
-        if self.plan:
-            assert self._executor is not None
-            tensor.address = -1  # unknown until the library confirms the new one
-            if pos in self.op.inputs:
-                self._executor.set_input_address(self.op.inputs.index(pos), tensor, address)
-            else:
-                self._executor.set_output_address(self.op.outputs.index(pos), tensor, address)
-            return
+        assert self._executor is not None
+        tensor.address = -1  # unknown until the library confirms the new one
+        if pos in self.op.inputs:
+            self._executor.set_input_address(self.op.inputs.index(pos), tensor, address)
+        else:
+            self._executor.set_output_address(self.op.outputs.index(pos), tensor, address)
+
+    def _renew(self, pos: int, array: Any) -> None:
+        """A one-shot call's tensor at *pos*, made anew over *array*'s memory (ClosedError once it was released)."""
+        descriptors = self._descriptors
+        assert descriptors is not None
+        if not array.buffer.ptr:
+            raise ClosedError(f"{self.op.schema[pos].name}: this device array is closed")
         new = array.arg
         old = descriptors.replace(pos, borrowed_tensor(new, plan=False))
         self._values[pos] = new

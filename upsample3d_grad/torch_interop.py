@@ -34,7 +34,7 @@ from .forward import result_shape
 from .forward_checks import check_forward_params
 from .op import OP
 
-__all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "run_borrowed", "is_tensor",
+__all__ = ["tensor_to_numpy", "numpy_to_tensor", "describe_tensor", "TorchDescription", "is_tensor",
            "host_view", "kept_npu_call", "release_npu_calls"]
 
 #: aclFormat values that mean "plain strided memory" for a 5-D tensor (ND, NDHWC, NCDHW; cann-abi.md §3.2)
@@ -67,13 +67,10 @@ _order_warned = False
 _one_runtime = False  # checked that torch_npu maps no other runtime than ours (the maps cost 1-2 ms)
 
 
-def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]:
-    """torch and torch_npu, once the tensors are plain-format tensors on one NPU of this binding's runtime."""
-    torch = torch_module()
-    try:
-        import torch_npu
-    except ImportError as exc:
-        raise ImportError(f"{tensors[0][0]} is on an NPU but torch_npu cannot be imported") from exc
+def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> _TorchNpu:
+    """What the NPU path uses of torch and torch_npu, once the tensors are plain-format tensors on one NPU of this
+    binding's runtime."""
+    api = _api or _torch_npu(tensors[0][0])
     global _one_runtime, _order_warned
     if not _one_runtime:  # torch_npu's runtime is ours (TwoRuntimesError otherwise); once per process
         load_backend().check_one_runtime()
@@ -84,7 +81,6 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
                       "its ACL config (acl.json) was not applied: import torch_npu before the first call of this "
                       "package (it then lets torch_npu initialise first)", RuntimeWarning, stacklevel=3)
     device = tensors[0][1].device
-    npu_format = _npu_format or _format_query(torch, torch_npu)
     for name, t in tensors:
         if t is None:
             continue
@@ -92,45 +88,62 @@ def _npu_setup(tensors: Sequence[tuple[str, Any]], func: str) -> tuple[Any, Any]
             raise TypeError(f"{name}: expected a tensor on {device}, got "
                             f"{t.device if is_tensor(t) else type(t).__name__}")
         try:
-            npu_fmt: int | None = int(npu_format(t))
+            npu_fmt: int | None = int(api.npu_format(t))
         except Exception:  # an older torch_npu without this query (for some tensors): assume plain memory
             npu_fmt = None
         if npu_fmt is not None and npu_fmt not in _PLAIN_FORMATS:
             raise AclnnParamError(161002, func,
                                   f"{name}: the tensor uses the NPU-private format {npu_fmt}; convert it first "
                                   "with torch_npu.npu_format_cast(t, 2) (ND)")
-    return torch, torch_npu
+    return api
 
 
-_npu_format: Callable[[Any], Any] | None = None
+class _TorchNpu(NamedTuple):
+    """What the NPU path uses of torch and torch_npu, looked up once."""
+
+    torch: Any
+    torch_npu: Any
+    get_device: Callable[[], int]
+    raw_stream: Callable[[int], int]
+    #: torch_npu's query of a tensor's storage format: its operator itself where it has one (the Python
+    #: ``torch_npu.get_npu_format`` wraps it and makes an enum of the answer on every call)
+    npu_format: Callable[[Any], Any]
 
 
-def _format_query(torch: Any, torch_npu: Any) -> Callable[[Any], Any]:
-    """torch_npu's query of a tensor's storage format: its operator itself where it has one (the Python
-    ``torch_npu.get_npu_format`` wraps it and makes an enum of the answer on every call)."""
-    global _npu_format
+_api: _TorchNpu | None = None
+
+
+def _torch_npu(param: str) -> _TorchNpu:
+    global _api
+    torch = torch_module()
+    try:
+        import torch_npu
+    except ImportError as exc:
+        raise ImportError(f"{param} is on an NPU but torch_npu cannot be imported") from exc
     op = getattr(getattr(torch.ops, "npu", None), "get_npu_format", None)
-    _npu_format = getattr(op, "default", None) or torch_npu.get_npu_format
-    return _npu_format
+    _api = _TorchNpu(torch, torch_npu, torch_npu._C._npu_getDevice, torch_npu._C._npu_getCurrentRawStream,
+                     getattr(op, "default", None) or torch_npu.get_npu_format)
+    return _api
 
 
-def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch_npu: Any) -> int:
-    """Run *op* on borrowed NPU memory: workspace from torch's caching allocator, torch_npu's current stream."""
-    def workspace(n: int) -> tuple[int, Any]:
-        t = torch.empty(n, dtype=torch.uint8, device=device)  # stream-ordered caching allocator
-        return int(t.data_ptr()), t
+def _stream_workspace(api: _TorchNpu, device: Any) -> TorchWorkspace:
+    """torch_npu's current stream on *device*, as its workspace (the caller holds ``_npu_lock``).  Reading it drains
+    torch_npu's task queue (NPUStream::stream()), so earlier torch work reaches the stream before our kernel."""
+    stream = api.raw_stream(device.index)
+    if not stream:  # (torch_npu answers 0 when draining its queue failed: never launch on the NULL stream)
+        raise RuntimeError(f"torch_npu's current stream on {device} is NULL (its task queue could not be "
+                           "drained); the operator was not launched")
+    workspace = _npu_workspaces.get((device, stream))
+    if workspace is None:
+        workspace = _npu_workspaces[device, stream] = TorchWorkspace(api.torch, device, stream)
+    return workspace
 
-    def stream() -> int:
-        # this drains torch_npu's task queue, so earlier torch work reaches the stream before our kernel
-        handle = int(torch_npu.npu.current_stream(device).npu_stream)
-        if not handle:  # (torch_npu answers 0 when draining its queue failed: never launch on the NULL stream)
-            raise RuntimeError(f"torch_npu's current stream on {device} is NULL (its task queue could not be "
-                               "drained); the operator was not launched")
-        return handle
 
-    with torch_npu.npu.device(device.index):
-        size = run_borrowed(op, values, workspace, stream)  # (stored: an interrupt then still restores the device)
-    return size
+def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, api: _TorchNpu) -> None:
+    """Run *op* once on borrowed NPU memory, on torch_npu's current stream with its workspace."""
+    with api.torch_npu.npu.device(device.index), _npu_lock:
+        workspace = _stream_workspace(api, device)
+        run_once(op, values, workspace.reserve, workspace.stream)
 
 
 # --------------------------------------------------------------------------- the kept calls of NPU tensors
@@ -138,23 +151,11 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, torch: Any, torch
 #: NPU calls with no *out* whose key (the input's metadata, the sizes, scales, layout, strict) passed
 #: the host checks: their kept plan, by device; ``kept`` holds the argument templates (address aside)
 _npu_calls: dict[Any, CallCache] = {}
-#: their workspace on each (device, stream) they ran on, reused in that stream's order
+#: the workspace of each (device, stream) the NPU path ran on, reused in that stream's order (under ``_npu_lock``)
 _npu_workspaces: dict[tuple[Any, int], TorchWorkspace] = {}
 _npu_lock = threading.RLock()
 #: the tensor types of the kept calls (a repeat needs no other check that its argument is a tensor)
 _kept_types: set[type] = set()
-
-
-class _TorchNpu(NamedTuple):
-    """What a kept call uses of torch and torch_npu, looked up once."""
-
-    torch: Any
-    torch_npu: Any
-    get_device: Callable[[], int]
-    raw_stream: Callable[[int], int]
-
-
-_api: _TorchNpu | None = None
 
 
 def kept_npu_call(op: Any, x: Any, sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any,
@@ -162,35 +163,34 @@ def kept_npu_call(op: Any, x: Any, sizes: tuple[Any, ...], scales: tuple[Any, ..
     """*op* on NPU tensor *x* on the plan kept for this key (the host checks passed for it before), into a new
     tensor on torch_npu's current stream: no check, no new descriptor; as numpy for ``return_type="numpy"``.
     None when no plan is kept for it (the full call then runs)."""
-    if type(x) not in _kept_types or return_type not in ("torch", "numpy"):
+    api = _api
+    if api is None or type(x) not in _kept_types or return_type not in ("torch", "numpy"):
         return None
     device = x.device
     cache = _npu_calls.get(device)
-    api, npu_format = _api, _npu_format
-    if cache is None or api is None or npu_format is None:
-        return None
     plain = plain_key(sizes, scales, strict, layout)
-    try:
-        fmt = npu_format(x)
-    except Exception:  # (the full call treats it)
+    if cache is None or plain is None:
         return None
-    if plain is None or fmt not in _PLAIN_FORMATS:
+    try:
+        if api.npu_format(x) not in _PLAIN_FORMATS:
+            return None
+    except Exception:  # (the full call treats it)
         return None
     storage = x.untyped_storage()
     key = _npu_key(op, x, storage, plain)
     with _npu_lock:
         call = cache.get(key)
-        if call is None or call.kept is None:
+        if call is None or not call.plan or call.kept is None:  # (a refused plan's one-shot runs: the full call)
             return None
-        x_arg, *between, out_arg = call.kept
-        out = api.torch.empty(out_arg.shape, dtype=x.dtype, device=device)
-        values = (BorrowedArray(x_arg, storage.data_ptr()), *between,
-                  BorrowedArray(out_arg, out.untyped_storage().data_ptr()))
+        out = api.torch.empty(*call.kept[-1].shape, dtype=x.dtype, device=device)
+        addresses = (storage.data_ptr(), out.untyped_storage().data_ptr())
         if api.get_device() == device.index:  # (its context is current: a guard would cost more than the call)
-            _run_kept(call, values, api, device)
+            workspace = _stream_workspace(api, device)
+            call.run_at(addresses, workspace, workspace.stream)
         else:
             with api.torch_npu.npu.device(device.index):
-                _run_kept(call, values, api, device)
+                workspace = _stream_workspace(api, device)
+                call.run_at(addresses, workspace, workspace.stream)
     return out if return_type == "torch" else tensor_to_numpy(out.cpu())
 
 
@@ -198,18 +198,6 @@ def _npu_key(op: Any, x: Any, storage: Any, plain: tuple[Any, ...]) -> tuple[Any
     """The kept-call key of an NPU call on *x* (a tensor :func:`_npu_setup` accepted, *storage* its untyped
     storage) with the :func:`plain_key` *plain* of its other arguments."""
     return (op.name, x.device, x.dtype, x.shape, x.stride(), x.storage_offset(), storage.nbytes(), plain)
-
-
-def _run_kept(call: Call, values: tuple[Any, ...], api: _TorchNpu, device: Any) -> None:
-    # this drains torch_npu's task queue (NPUStream::stream()), so earlier torch work reaches the stream first
-    stream = api.raw_stream(device.index)
-    if not stream:  # (torch_npu answers 0 when draining its queue failed: never launch on the NULL stream)
-        raise RuntimeError(f"torch_npu's current stream on {device} is NULL (its task queue could not be "
-                           "drained); the operator was not launched")
-    workspace: Any = _npu_workspaces.get((device, stream))  # (Call.run takes anything with reserve())
-    if workspace is None:
-        workspace = _npu_workspaces[device, stream] = TorchWorkspace(api.torch, device, stream)
-    call.run(values, workspace, workspace.stream)
 
 
 def release_npu_calls() -> None:
@@ -228,30 +216,28 @@ def release_npu_calls() -> None:
                 cache.clear()
 
 
-def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], x: Any, torch: Any, torch_npu: Any) -> None:
+def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], x: Any, api: _TorchNpu) -> None:
     """A full NPU call on *x* whose host checks passed: make the plan of its shape, keep it for *key*'s repeats,
     and run this call on it (one phase 1 in all)."""
-    global _api
     device = x.device
-    with _npu_lock:
-        if _api is None:
-            _api = _TorchNpu(torch, torch_npu, torch_npu._C._npu_getDevice, torch_npu._C._npu_getCurrentRawStream)
-        with torch_npu.npu.device(device.index):
-            if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
-                atexit.register(_release_at_exit)
-            cache = _npu_calls.setdefault(device, CallCache())
-            borrowed = tuple(BorrowedArray(v) if isinstance(v, TensorArg) else v for v in values)
-            call = cache.get(key)
-            if call is None:
-                call = Call(op, borrowed, plan=True, lock=_npu_lock)
-                call.kept = values
+    with _npu_lock, api.torch_npu.npu.device(device.index):
+        if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
+            atexit.register(_release_at_exit)
+        cache = _npu_calls.setdefault(device, CallCache())
+        borrowed = tuple(BorrowedArray(v) if isinstance(v, TensorArg) else v for v in values)
+        call = cache.get(key)
+        if call is None:
+            call = Call(op, borrowed, plan=True, lock=_npu_lock)
+            call.kept = values
+            torch = api.torch
 
-                def before_evict() -> None:  # its executor may still be queued: the device's work completes first
-                    torch.npu.synchronize(device)
+            def before_evict() -> None:  # its executor may still be queued: the device's work completes first
+                torch.npu.synchronize(device)
 
-                cache.add(key, call, before_evict)
-            _kept_types.add(type(x))
-            _run_kept(call, borrowed, _api, device)
+            cache.add(key, call, before_evict)
+        _kept_types.add(type(x))
+        workspace = _stream_workspace(api, device)
+        call.run(borrowed, workspace, workspace.stream)
 
 
 def _release_at_exit() -> None:
@@ -266,7 +252,7 @@ def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: st
     name *x* in Python, *x* and *out* in C; ``check(x's spec, out's spec)`` runs the host checks before any
     allocation and returns *op*'s arguments between the two tensors.  With no *out*, the plan made for the key
     (*key_args* and *x*'s metadata) is kept: :func:`kept_npu_call` runs the key's next calls on it."""
-    torch, torch_npu = _npu_setup(((params[0], x), ("out", out)), func)
+    api = _npu_setup(((params[0], x), ("out", out)), func)
     key = _npu_key(op, x, x.untyped_storage(), key_args) if out is None and key_args is not None else None
     fmt = checks.layout_format(layout, func)
     x_desc = TorchDescription(x, params[1], func)
@@ -277,12 +263,12 @@ def _npu_call(op: Any, func: str, x: Any, out: Any, layout: str, return_type: st
         out_spec = _spec(TorchDescription(out, params[2], func), fmt)
     between = check(x_spec, out_spec)  # before any allocation
     if out is None:
-        out = torch.empty(out_spec.shape, dtype=x.dtype, device=x.device)
+        out = api.torch.empty(out_spec.shape, dtype=x.dtype, device=x.device)
     values = (x_desc.arg(fmt), *between, TorchDescription(out).arg(fmt))
     if key is not None:
-        _npu_keep(op, key, values, x, torch, torch_npu)  # its plan runs this call too
+        _npu_keep(op, key, values, x, api)  # its plan runs this call too
     else:
-        _npu_launch(op, values, x.device, torch, torch_npu)
+        _npu_launch(op, values, x.device, api)
     return tensor_to_numpy(out.cpu()) if return_type == "numpy" else out
 
 
@@ -312,23 +298,3 @@ def _forward_npu(x: Any, output_size: Sequence[int], scales: tuple[float | None,
 
 def _spec(desc: TorchDescription, fmt: Any) -> checks.TensorSpec:
     return checks.TensorSpec(desc.shape, int(dtype_to_acl(desc.dtype)), int(fmt))
-
-
-def run_borrowed(op: Any, values: tuple[Any, ...], workspace: Callable[[int], tuple[int, Any]],
-                 stream: Callable[[], int]) -> int:
-    """One-shot call of *op* on memory it does not own (*values* in schema order, tensors as
-    :meth:`TorchDescription.arg` gives them); returns the workspace size, synchronises nothing.
-
-    *workspace(n)* returns ``(address, keepalive)`` of at least *n* device bytes; the keepalive is dropped after
-    the launch, so it must be stream-ordered memory.  *stream()* returns the raw ``aclrtStream`` and is called
-    last, right before phase 2.
-    """
-    keep: list[Any] = []
-
-    def reserve(n: int) -> int:
-        address, kept = workspace(n)
-        keep.append(kept)  # released after the launch: the allocator orders its reuse on the stream
-        return address
-
-    return run_once(op, values, reserve, stream)  # a borrowed aclrtStream, not an acl_bindings.Stream
-

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 from acl_bindings import AclError, DeviceBuffer, Format, IntArray, Tensor, sim
+from acl_bindings.engine import run_once
 from upsample3d_grad import Session, reference
 from upsample3d_grad.op import (
     OP,
     aclnnUpsampleNearestExact3dBackward,
     aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize,
 )
-from upsample3d_grad.torch_interop import TorchDescription, run_borrowed
+from upsample3d_grad.torch_interop import TorchDescription
 
 SAMPLE = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
 OUT3, IN5 = (2, 2, 2), (2, 2, 1, 1, 1)
@@ -182,7 +183,7 @@ def test_every_binding_path_keeps_its_objects_until_phase2(no_leaks, op_cache: b
             for _ in range(3):
                 values = (TorchDescription(g.view(2, 2, 2, 2, 2)).arg(Format.NCDHW), OUT3, IN5, 0.0, 0.0, 0.0,
                           TorchDescription(o[:4].view(2, 2, 1, 1, 1)).arg(Format.NCDHW))
-                run_borrowed(OP, values, lambda n: (wbuf.ptr, None), lambda: int(s.stream.handle))
+                run_once(OP, values, lambda n: wbuf.ptr, lambda: int(s.stream.handle))
                 s.stream.synchronize()
                 assert o[:4].tolist() == EXPECTED
     finally:

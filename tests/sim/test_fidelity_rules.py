@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from acl_bindings import AclError, DeviceBuffer, Event, Format, Stream, load_backend, sim
+from acl_bindings.engine import run_once
 from acl_bindings.runtime import soc_name
 from tests.sim.test_examples_cli import run
 from upsample3d_grad import Session, reference
@@ -121,19 +122,19 @@ def test_every_binding_path_keeps_view_offsets_out_of_the_address(no_leaks, plan
 
 
 def test_torch_views_over_device_memory_keep_their_offset_out_of_the_address(no_leaks, session: Session) -> None:
-    """The NPU-tensor path (``run_borrowed``), driven with torch views over simulator device memory."""
+    """The NPU-tensor path (``run_once`` on borrowed memory), driven with torch views over simulator device memory."""
     torch = pytest.importorskip("torch")
     from upsample3d_grad.op import OP
-    from upsample3d_grad.torch_interop import TorchDescription, run_borrowed
+    from upsample3d_grad.torch_interop import TorchDescription
 
     in5, out3 = (1, 2, 2, 2, 2), (4, 4, 4)
     host = (np.arange(1 * 2 * 4 * 4 * 9, dtype=np.float32).reshape(1, 2, 4, 4, 9) % 5)
     want = reference.upsample_nearest_exact3d_backward(np.ascontiguousarray(host[..., 1::2]), out3, in5)
     spaces: list[DeviceBuffer] = []
 
-    def workspace(n: int) -> tuple[int, None]:  # (the size phase 1 asked for: 16 MiB and more on A2/A3)
+    def workspace(n: int) -> int:  # (the size phase 1 asked for: 16 MiB and more on A2/A3)
         spaces.append(DeviceBuffer(session.device, n))
-        return spaces[-1].ptr, None
+        return spaces[-1].ptr
 
     with DeviceBuffer(session.device, host.nbytes) as gbuf, DeviceBuffer(session.device, 4 * 16 * 2) as ibuf:
         gbuf.upload(host)
@@ -147,7 +148,7 @@ def test_torch_views_over_device_memory_keep_their_offset_out_of_the_address(no_
             assert d.offset * 4 % 32 != 0 and d.address % 32 == 0, d
         fmt = Format.NCDHW
         values = (TorchDescription(g).arg(fmt), out3, in5, 0.0, 0.0, 0.0, TorchDescription(out).arg(fmt))
-        run_borrowed(OP, values, workspace, lambda: int(session.stream.handle))
+        run_once(OP, values, workspace, lambda: int(session.stream.handle))
         session.stream.synchronize()
         np.testing.assert_array_equal(out.numpy(), want)
     for space in spaces:

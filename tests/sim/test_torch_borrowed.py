@@ -2,7 +2,7 @@
 
 On an NPU, ``backward_torch`` describes torch_npu tensors to aclnn by their storage base
 pointer, strides, storage offset and a 1-D storage shape, and runs both phases on memory it
-does not own (:func:`upsample3d_grad.torch_interop.run_borrowed`).  The simulator's device
+does not own (:func:`acl_bindings.engine.run_once`).  The simulator's device
 memory is host memory, so a CPU torch tensor can be laid over a simulator device buffer
 (``torch.frombuffer``) and the very same function run on it.  torch_npu itself, its
 stream and its allocator are covered in tests/npu.
@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from acl_bindings import DeviceBuffer, Format
+from acl_bindings.engine import run_once
 from upsample3d_grad import Session, reference
 from upsample3d_grad.op import OP
-from upsample3d_grad.torch_interop import describe_tensor, run_borrowed, tensor_to_numpy
+from upsample3d_grad.torch_interop import describe_tensor, tensor_to_numpy
 
 torch = pytest.importorskip("torch")
 
@@ -56,14 +57,14 @@ def test_strided_view_with_offset_in_borrowed_memory(session: Session, no_leaks,
         assert go_desc.storage_dims == (go_buf.nbytes // item,)
         asked: list[int] = []
 
-        def workspace(nbytes: int) -> tuple[int, object]:
+        def workspace(nbytes: int) -> int:
             asked.append(nbytes)
             assert nbytes <= ws_buf.nbytes
-            return ws_buf.ptr, None
+            return ws_buf.ptr
 
         fmt = Format.NCDHW if layout == "NCDHW" else Format.NDHWC
-        size = run_borrowed(OP, (go_desc.arg(fmt), o, (n, c, *i), 0.0, 0.0, 0.0, gi_desc.arg(fmt)), workspace,
-                            lambda: session.stream.handle)
+        size = run_once(OP, (go_desc.arg(fmt), o, (n, c, *i), 0.0, 0.0, 0.0, gi_desc.arg(fmt)), workspace,
+                        lambda: session.stream.handle)
         assert asked == ([size] if size else [])
         session.synchronize()
         got = np.empty(int(np.prod(gi_shape)) + 16, ndtype)
@@ -76,7 +77,7 @@ def test_strided_view_with_offset_in_borrowed_memory(session: Session, no_leaks,
         del base, go_t, gi_t  # the buffers outlive every tensor over them
 
 
-def test_run_borrowed_raises_cann_codes_and_releases(session: Session, no_leaks) -> None:
+def test_a_call_on_borrowed_memory_raises_cann_codes_and_releases(session: Session, no_leaks) -> None:
     from acl_bindings import AclnnParamError
 
     with DeviceBuffer(session.device, 4096) as buf:
@@ -84,8 +85,8 @@ def test_run_borrowed_raises_cann_codes_and_releases(session: Session, no_leaks)
         go = describe_tensor(t[:480].view(2, 2, 6, 4, 5))
         gi = describe_tensor(t[480:600].view(2, 2, 3, 2, 5))
         with pytest.raises(AclnnParamError) as info:  # outputSize W=6 does not match gradOut: CANN's own check
-            run_borrowed(OP, (go.arg(Format.NCDHW), (6, 4, 6), (2, 2, 3, 2, 5), 0.0, 0.0, 0.0, gi.arg(Format.NCDHW)),
-                         lambda n: (buf.ptr, None), lambda: session.stream.handle)
+            run_once(OP, (go.arg(Format.NCDHW), (6, 4, 6), (2, 2, 3, 2, 5), 0.0, 0.0, 0.0, gi.arg(Format.NCDHW)),
+                     lambda n: buf.ptr, lambda: session.stream.handle)
         assert info.value.code == 161002
         del t
     # no_leaks: the tensors, int arrays and executor were all released despite the error
@@ -104,7 +105,6 @@ def test_cpu_tensors_round_trip_through_backward_torch(session: Session) -> None
 def test_the_forward_on_borrowed_memory(session: Session, no_leaks, layout: str) -> None:
     from upsample3d_grad.forward import OP as FORWARD
     from upsample3d_grad.reference import forward as reference_forward
-    from upsample3d_grad.torch_interop import run_borrowed
 
     x_shape = (2, 3, 2, 3, 2) if layout == "NCDHW" else (2, 2, 3, 2, 3)
     y_shape = (2, 3, 41, 7, 5) if layout == "NCDHW" else (2, 41, 7, 5, 3)
@@ -116,7 +116,7 @@ def test_the_forward_on_borrowed_memory(session: Session, no_leaks, layout: str)
         x_buf.upload(host)
         x_t, y_t = over(x_buf, torch.float32).view(x_shape), over(y_buf, torch.float32).view(y_shape)
         values = (describe_tensor(x_t).arg(fmt), (41, 7, 5), 0.0, 0.0, 0.0, describe_tensor(y_t).arg(fmt))
-        run_borrowed(FORWARD, values, lambda n: (ws_buf.ptr, None), lambda: session.stream.handle)
+        run_once(FORWARD, values, lambda n: ws_buf.ptr, lambda: session.stream.handle)
         session.synchronize()
         got = y_buf.download(np.empty(y_shape, np.float32))
         assert np.array_equal(got, reference_forward.upsample_nearest_exact3d_forward(host, (41, 7, 5), layout=layout))
@@ -136,29 +136,24 @@ def test_forward_torch_on_cpu_tensors(no_leaks, session: Session) -> None:
         forward_torch(x, (1, 1, 1), return_type="list", session=session)
 
 
-def test_a_null_current_stream_is_refused_before_phase2(session: Session, no_leaks) -> None:
-    """torch_npu answers ``npu_stream == 0`` when draining its task queue failed: the NPU path refuses it (it would
-    otherwise launch on the NULL stream), after phase 1, and releases what it made."""
+def test_a_null_current_stream_is_refused_before_the_call(session: Session, no_leaks) -> None:
+    """torch_npu answers a NULL current stream when draining its task queue failed: the NPU path refuses it (it
+    would otherwise launch on the NULL stream) before phase 1, making nothing."""
     import contextlib
     import types
 
     from acl_bindings import sim
-    from upsample3d_grad.op import OP
-    from upsample3d_grad.torch_interop import _npu_launch
+    from upsample3d_grad.torch_interop import _npu_launch, _TorchNpu
 
     go, gi = session.upload(np.ones((1, 1, 2, 2, 2), np.float32)), session.empty((1, 1, 1, 1, 1))
-    workspace = DeviceBuffer(session.device, 1 << 16)
-    fake_torch = types.SimpleNamespace(uint8="uint8", empty=lambda n, dtype=None, device=None: types.SimpleNamespace(
-        data_ptr=lambda: workspace.ptr))
-    fake_npu = types.SimpleNamespace(npu=types.SimpleNamespace(
-        current_stream=lambda device: types.SimpleNamespace(npu_stream=0),
-        device=lambda index: contextlib.nullcontext()))
+    fake_npu = types.SimpleNamespace(npu=types.SimpleNamespace(device=lambda index: contextlib.nullcontext()))
+    api = _TorchNpu(torch, fake_npu, lambda: 0, lambda index: 0, lambda t: 2)
     device = types.SimpleNamespace(index=0, type="npu")
-    phase2 = sim.call_count(OP.phase2_name)
+    phase1, phase2 = sim.call_count(OP.phase1_name), sim.call_count(OP.phase2_name)
     session.device.activate()
     with pytest.raises(RuntimeError, match="current stream .* is NULL"):
-        _npu_launch(OP, (go.arg, (2, 2, 2), (1, 1, 1, 1, 1), 0.0, 0.0, 0.0, gi.arg), device, fake_torch, fake_npu)
-    assert sim.call_count(OP.phase2_name) == phase2
-    for obj in (go, gi, workspace):
+        _npu_launch(OP, (go.arg, (2, 2, 2), (1, 1, 1, 1, 1), 0.0, 0.0, 0.0, gi.arg), device, api)
+    assert (sim.call_count(OP.phase1_name), sim.call_count(OP.phase2_name)) == (phase1, phase2)
+    for obj in (go, gi):
         obj.close()
     session.empty_cache()
