@@ -291,6 +291,8 @@ class CallCache:
         """The kept call for *key* (now the most recently used), or None."""
         call = self.calls.get(key)
         if call is not None:
+            if call._descriptors is None:  # (its close began: an interrupted clear() left it for the next one)
+                return None
             self.calls.move_to_end(key)
             self.hits += 1
         return call
@@ -303,8 +305,13 @@ class CallCache:
             self.last_refusal = call.fallback
         while len(self.calls) >= self.capacity:
             before_evict()
-            _, old = self.calls.popitem(last=False)
-            old.close()
+            oldest, old = next(iter(self.calls.items()))
+            try:  # (closed while it is still here: an interrupt leaves it for the next eviction or clear())
+                old.close()
+            except Exception:  # (a refused release: the call keeps it, to retry; the cache lets it go)
+                del self.calls[oldest]
+                raise
+            del self.calls[oldest]
         self.calls[key] = call
         return call
 
@@ -312,10 +319,17 @@ class CallCache:
         return len(self.calls)
 
     def clear(self) -> None:
-        """Close every call (the caller synchronised the stream first); the first error is raised."""
-        calls = list(self.calls.values())
-        self.calls.clear()
-        run_all([call.close for call in calls])
+        """Close every call (the caller synchronised the stream first); the first error is raised.  Each call leaves
+        the cache once its close ran: after an interrupt, the rest are still here for the next clear()."""
+        first: Optional[Exception] = None
+        for key, call in list(self.calls.items()):
+            try:
+                call.close()
+            except Exception as exc:  # (a refused release: the call keeps it, to retry; the cache lets it go)
+                first = first or exc
+            del self.calls[key]
+        if first is not None:
+            raise first
 
 
 def run_once(op: TwoPhaseOp, values: Sequence[Any], workspace: Callable[[int], Optional[int]], stream: Any,

@@ -59,13 +59,16 @@ class Session:
         #: The device memory of the session's arrays and temporaries, cached between calls
         self.allocator = CachingAllocator(self.device, lock=self._lock)
         try:
-            self.stream = Stream(self.device)
+            # stored before its handle is made: an interrupt anywhere after finds it, to close it before the device
+            # (a stream made but not yet stored would outlive the reset that destroys it: docs/design.md, Ctrl-C)
+            self.stream = Stream.__new__(Stream)
+            self.stream._make(self.device)
             self.stream._lock = self._lock
             self.clock.synchronize = _synchronizer(self.stream)
             self.workspace = Workspace(self.device, self.stream, allocator=self.allocator, clock=self.clock)
         except BaseException:
             if isinstance(self.__dict__.get("stream"), Stream):
-                self.stream.close()  # (interrupted after the stream was made: it needs the device)
+                self.stream.close()  # (closed already when it was never made)
             self.device.close()
             raise
         self._closed = False

@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import numbers
 import threading
+import weakref
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -25,9 +26,21 @@ from .torch_interop import _backward_npu, _forward_npu, kept_npu_call, release_n
 __all__ = ["upsample_nearest_exact3d_backward", "UpsampleNearestExact3dGrad", "upsample_nearest_exact3d",
            "UpsampleNearestExact3d", "default_session", "close_default_session", "backward_torch", "forward_torch"]
 
-_lock = threading.Lock()
+#: re-entrant: on CPython 3.9 an interrupt can come after a ``with`` block and before its lock's release, and the
+#: interrupted thread then goes on holding it (bpo-29988; 3.10 checks for signals only after calls)
+_lock = threading.RLock()
+
+
+class _Token:
+    """One module-level call on a session."""
+
+    __slots__ = ("__weakref__",)
+
+
 _default: Optional[Session] = None
-_in_flight: dict[Session, int] = {}  # module-level calls running on each session
+#: the module-level calls running on each session, one token each (weak: a call that an interrupt cut short before
+#: it uncounted itself is uncounted when its frame goes, and a session no longer default goes with its last call)
+_in_flight: weakref.WeakKeyDictionary[Session, weakref.WeakSet[_Token]] = weakref.WeakKeyDictionary()
 _at_exit: list[bool] = []  # whether close_default_session is registered with atexit
 
 
@@ -56,7 +69,7 @@ def close_default_session() -> None:
     global _default
     with _lock:
         session, _default = _default, None
-        busy = session is not None and _in_flight.get(session, 0) > 0
+        busy = session is not None and bool(_in_flight.get(session, ()))
     if session is not None and not busy:
         with contextlib.suppress(Exception):  # at exit nothing useful can be done; never print
             session.close()
@@ -66,20 +79,22 @@ def close_default_session() -> None:
 @contextlib.contextmanager
 def _on_default_session() -> Iterator[Session]:
     """The default session, kept open for the duration of one module-level call."""
-    counted = False
+    token, session = _Token(), None
     try:  # (an interrupt as the with below exits must still uncount the call, or the session is never closed)
         with _lock:
             session = _current()
-            _in_flight[session] = _in_flight.get(session, 0) + 1
-            counted = True  # (no call between the count and this mark: no interrupt can come between them)
+            calls = _in_flight.get(session)
+            if calls is None:
+                calls = _in_flight[session] = weakref.WeakSet()
+            calls.add(token)
         yield session
     finally:
-        if counted:
+        if session is not None:
             with _lock:
-                left = _in_flight.pop(session) - 1
-                if left:
-                    _in_flight[session] = left
-                retired = not left and session is not _default
+                calls = _in_flight.get(session)
+                if calls is not None:
+                    calls.discard(token)  # (not there when an interrupt came before the count)
+                retired = not calls and session is not _default
             if retired:  # close_default_session() ran meanwhile: the last call on it closes it
                 with contextlib.suppress(Exception):
                     session.close()
