@@ -176,10 +176,18 @@ class Call:
     def run(self, values: Sequence[Any], workspace: Reserves, stream: Any, clock: Any = None) -> int:
         """Queue one run on *values* (this shape; device arrays at any addresses, ClosedError for one whose memory
         was released) on the open *stream*; returns the workspace size."""
-        if self.plan:
-            return self.run_at([values[pos].buffer.ptr for pos in self._positions], workspace, stream, clock)
         descriptors, slot = self._descriptors, self._executor
         assert descriptors is not None and slot is not None, "closed"
+        if self.plan:  # (as run_at, inline: the hot path of plans and kept calls)
+            args = descriptors.args
+            for pos in self._positions:
+                address = values[pos].buffer.ptr
+                if address != args[pos].address:
+                    self._repoint(pos, args[pos], address)
+            size = self._size.value
+            self.op.launch(workspace.reserve(size), self._size, slot, stream._as_parameter_, clock)
+            self.calls += 1
+            return size
         for pos in self._positions:
             if values[pos].buffer.ptr != descriptors.args[pos].address:
                 self._renew(pos, values[pos])
