@@ -313,15 +313,20 @@ class CallCache:
             self.last_refusal = call.fallback
         while len(self.calls) >= self.capacity:
             before_evict()
-            oldest, old = next(iter(self.calls.items()))
-            try:  # (closed while it is still here: an interrupt leaves it for the next eviction or clear())
-                old.close()
-            except Exception:  # (a refused release: the call keeps it, to retry; the cache lets it go)
-                del self.calls[oldest]
-                raise
-            del self.calls[oldest]
+            self._drop(next(iter(self.calls)))
         self.calls[key] = call
         return call
+
+    def _drop(self, key: tuple[Any, ...]) -> None:
+        """Close the call of *key*, then let it go.  It is closed while it is still here (an interrupt leaves it
+        for the next eviction or clear()); a refused release stays with the call, to retry, and the cache lets it
+        go."""
+        try:
+            self.calls[key].close()
+        except Exception:
+            del self.calls[key]
+            raise
+        del self.calls[key]
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -330,12 +335,11 @@ class CallCache:
         """Close every call (the caller synchronised the stream first); the first error is raised.  Each call leaves
         the cache once its close ran: after an interrupt, the rest are still here for the next clear()."""
         first: Optional[Exception] = None
-        for key, call in list(self.calls.items()):
+        for key in list(self.calls):
             try:
-                call.close()
-            except Exception as exc:  # (a refused release: the call keeps it, to retry; the cache lets it go)
+                self._drop(key)
+            except Exception as exc:
                 first = first or exc
-            del self.calls[key]
         if first is not None:
             raise first
 

@@ -46,20 +46,20 @@ def plain_key(sizes: tuple[Any, ...], scales: tuple[Any, ...], strict: Any, layo
     """*sizes*, *scales*, *strict* and *layout* as part of a kept call's key, when each is of a plain type (tuples,
     lists or ``torch.Size`` of ints; None or floats; a bool; a str), else None: equal values of other types (2.0
     for 2), or unhashable ones, take the full call, which may refuse them."""
-    flat: tuple[Any, ...] = ()
     for size in sizes:
         if type(size) is not tuple:  # a list or torch.Size: its key is the tuple's
             if not all(isinstance(s, (tuple, list)) for s in sizes):
                 return None
             return plain_key(tuple(tuple(s) for s in sizes), scales, strict, layout)
-        flat += size
-    if not set(map(type, flat)) <= _INT or not set(map(type, scales)) <= _SCALE or type(strict) is not bool or \
-            type(layout) is not str:
+        for n in size:
+            if type(n) is not int:  # (not a bool, nor numpy's ints)
+                return None
+    for s in scales:
+        if s is not None and type(s) is not float:  # (not numpy's floats)
+            return None
+    if type(strict) is not bool or type(layout) is not str:
         return None
     return (sizes, tuple(scales), strict, layout)
-
-
-_INT, _SCALE = {int}, {type(None), float}
 
 
 def _fail(param: str, rule: str, code: int = 161002, func: str = PHASE1,
