@@ -38,7 +38,7 @@ def host_view(x: Any, param: str, *, writable: bool = False, elsewhere: str = ""
     """
     if not is_tensor(x):
         return x
-    if x.device.type != "cpu":
+    if not x.is_cpu:
         raise TypeError(f"{param}: the torch tensor is on {x.device}, not the CPU; pass a CPU tensor (or numpy "
                         f"array), move it with .cpu(){elsewhere}")
     if writable and (x.is_conj() or x.is_neg()):
@@ -56,10 +56,12 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
     torch = torch_module()
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cpu":
+    if not t.is_cpu:  # (cheaper than t.device, which makes a device object)
         raise TypeError(f"the tensor is on {t.device}, not the CPU: move it with .cpu(), or run it on its device "
                         "memory in place")
-    t = t.detach().resolve_conj().resolve_neg()  # each returns *t* itself when its bit is not set
+    if t.requires_grad:
+        t = t.detach()  # (a new tensor object: only when needed)
+    t = t.resolve_conj().resolve_neg()  # each returns *t* itself when its bit is not set
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(bfloat16())
     return t.numpy()
@@ -68,7 +70,7 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
 def numpy_to_tensor(a: np.ndarray) -> Any:
     """A CPU torch tensor sharing *a*'s memory (bfloat16 through an int16 view)."""
     torch = torch_module()
-    if a.dtype.name == "bfloat16":
+    if a.dtype.kind == "V" and a.dtype.name == "bfloat16":  # (numpy's dtype.name is Python-level: kind first)
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 

@@ -8,7 +8,7 @@ import contextlib
 import numbers
 import threading
 import weakref
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -76,28 +76,38 @@ def close_default_session() -> None:
     release_npu_calls()
 
 
-@contextlib.contextmanager
-def _on_default_session() -> Iterator[Session]:
-    """The default session, kept open for the duration of one module-level call."""
-    token, session = _Token(), None
-    try:  # (an interrupt as the with below exits must still uncount the call, or the session is never closed)
-        with _lock:
-            session = _current()
-            calls = _in_flight.get(session)
-            if calls is None:
-                calls = _in_flight[session] = weakref.WeakSet()
-            calls.add(token)
-        yield session
-    finally:
-        if session is not None:
+class _OnDefaultSession:
+    """``with _OnDefaultSession() as session``: the default session, kept open for the duration of one
+    module-level call (a class, not a generator: the module functions' steady calls are a few microseconds)."""
+
+    __slots__ = ("token", "session")
+
+    def __enter__(self) -> Session:
+        self.token, self.session = _Token(), None
+        try:
             with _lock:
+                session = self.session = _current()
                 calls = _in_flight.get(session)
-                if calls is not None:
-                    calls.discard(token)  # (not there when an interrupt came before the count)
-                retired = not calls and session is not _default
-            if retired:  # close_default_session() ran meanwhile: the last call on it closes it
-                with contextlib.suppress(Exception):
-                    session.close()
+                if calls is None:
+                    calls = _in_flight[session] = weakref.WeakSet()
+                calls.add(self.token)
+        except BaseException:  # (an interrupt as the with exits must still uncount the call: else no one closes
+            self.__exit__()  # a session that close_default_session() retired meanwhile)
+            raise
+        return session
+
+    def __exit__(self, *exc: object) -> None:
+        session = self.session
+        if session is None:
+            return
+        with _lock:
+            calls = _in_flight.get(session)
+            if calls is not None:
+                calls.discard(self.token)  # (not there when an interrupt came before the count)
+            retired = not calls and session is not _default
+        if retired:  # close_default_session() ran meanwhile: the last call on it closes it
+            with contextlib.suppress(Exception):
+                session.close()
 
 
 def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[int], input_size: Sequence[int],
@@ -109,7 +119,7 @@ def upsample_nearest_exact3d_backward(grad_output: Any, output_size: Sequence[in
     Arguments as ``torch.ops.aten._upsample_nearest_exact3d_backward``; numpy in, numpy out (a CPU torch tensor
     in, one out), on :func:`default_session`; *out* (numpy or a CPU torch tensor) is written and returned.
     """
-    with _on_default_session() as session:
+    with _OnDefaultSession() as session:
         result = session.backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w,
                                   layout=layout, out=out, strict=strict)
     assert out is None or result is out
@@ -151,7 +161,7 @@ def upsample_nearest_exact3d(input: Any, output_size: Sequence[int], scales_d: O
                              layout: str = "NCDHW", out: Any = None, strict: bool = True) -> Any:
     """``F.interpolate(x, size=output_size, mode="nearest-exact")`` on a 5-D tensor, computed by the operator:
     arguments as ``torch.ops.aten._upsample_nearest_exact3d``, numpy in, numpy out, on the default session."""
-    with _on_default_session() as session:
+    with _OnDefaultSession() as session:
         result = session.forward(input, output_size, scales_d, scales_h, scales_w, layout=layout, out=out,
                                  strict=strict)
     return result
@@ -213,17 +223,23 @@ def _torch_call(name: str, x: Any, out: Any, return_type: str, session: Any, on_
     """*on_npu()* for an NPU tensor *x*, else ``call(session, host array, host out)`` (default session if None)."""
     if return_type not in ("torch", "numpy"):
         raise ValueError(f"return_type: expected 'torch' or 'numpy', got {return_type!r}")
-    if is_tensor(x) and x.device.type != "cpu":
-        if x.device.type != "npu":
-            raise TypeError(f"{name} is on {x.device}: only CPU and NPU (torch_npu) tensors are supported")
-        return on_npu()
-    host = tensor_to_numpy(x) if is_tensor(x) else x
-    if out is not None and not (is_tensor(out) or isinstance(out, np.ndarray)):
-        raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
-    out_np = host_view(out, "out", writable=True)  # a tensor shares memory (one it cannot share: TypeError)
-    # (the default session is kept open while this call runs on it)
-    with _on_default_session() if session is None else contextlib.nullcontext(session) as on:
-        result = call(on, host, out_np)
+    host = x
+    if is_tensor(x):
+        if not x.is_cpu:
+            if x.device.type != "npu":
+                raise TypeError(f"{name} is on {x.device}: only CPU and NPU (torch_npu) tensors are supported")
+            return on_npu()
+        host = tensor_to_numpy(x)
+    out_np = None
+    if out is not None:
+        if not (is_tensor(out) or isinstance(out, np.ndarray)):
+            raise TypeError(f"out: expected a CPU torch tensor or a numpy array, got {type(out).__name__}")
+        out_np = host_view(out, "out", writable=True)  # a tensor shares memory (one it cannot share: TypeError)
+    if session is None:
+        with _OnDefaultSession() as on:  # (kept open while this call runs on it)
+            result = call(on, host, out_np)
+    else:
+        result = call(session, host, out_np)
     if return_type == "numpy":
         return result
     if out is not None and is_tensor(out):
