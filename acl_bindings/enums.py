@@ -8,7 +8,7 @@ from enum import IntEnum
 import numpy as np
 
 __all__ = ["enum_name", "DataType", "Format", "MemcpyKind", "MemMallocPolicy", "MemAttr", "bfloat16",
-           "as_dtype", "dtype_to_acl", "acl_to_dtype", "dtype_name"]
+           "is_bfloat16", "as_dtype", "dtype_to_acl", "acl_to_dtype", "dtype_name"]
 
 
 class DataType(IntEnum):
@@ -88,6 +88,12 @@ def bfloat16() -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)
 
 
+def is_bfloat16(dtype: np.dtype) -> bool:
+    """Whether the numpy *dtype* is ml_dtypes' bfloat16, importing nothing: such a dtype exists only once its
+    library was imported (a test of its kind, then of numpy's Python-level name)."""
+    return dtype.kind == "V" and dtype.name == "bfloat16"
+
+
 def as_dtype(dtype: np.dtype | type | str) -> np.dtype:
     """``np.dtype(dtype)``, where the name ``"bfloat16"`` is ml_dtypes' (imported then)."""
     return bfloat16() if isinstance(dtype, str) and dtype == "bfloat16" else np.dtype(dtype)
@@ -115,8 +121,7 @@ def dtype_to_acl(dtype: np.dtype | type | str) -> DataType:
         if known is not None:
             return known
     dt = as_dtype(dtype)
-    # a bfloat16 dtype exists only once its library is imported, so the name test imports nothing new
-    if dt.name == "bfloat16" and dt == bfloat16():
+    if is_bfloat16(dt) and dt == bfloat16():
         _ACL_OF[dt] = DataType.BF16
         return DataType.BF16
     for acl in _SUPPORTED:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .enums import bfloat16
+from .enums import bfloat16, is_bfloat16
 from .meta import TensorArg
 from .op import workspace_bytes
 
@@ -56,11 +56,11 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
     torch = torch_module()
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
-    if not t.is_cpu:  # (cheaper than t.device, which makes a device object)
+    if not t.is_cpu:
         raise TypeError(f"the tensor is on {t.device}, not the CPU: move it with .cpu(), or run it on its device "
                         "memory in place")
     if t.requires_grad:
-        t = t.detach()  # (a new tensor object: only when needed)
+        t = t.detach()
     t = t.resolve_conj().resolve_neg()  # each returns *t* itself when its bit is not set
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(bfloat16())
@@ -70,7 +70,7 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
 def numpy_to_tensor(a: np.ndarray) -> Any:
     """A CPU torch tensor sharing *a*'s memory (bfloat16 through an int16 view)."""
     torch = torch_module()
-    if a.dtype.kind == "V" and a.dtype.name == "bfloat16":  # (numpy's dtype.name is Python-level: kind first)
+    if is_bfloat16(a.dtype):
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 
