@@ -9,11 +9,9 @@ import threading
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
-import numpy as np
-
 from acl_bindings import AclnnParamError, dtype_to_acl, load_backend
 from acl_bindings.engine import Call, CallCache, run_once
-from acl_bindings.enums import bfloat16
+from acl_bindings.enums import as_dtype
 from acl_bindings.meta import TensorArg
 from acl_bindings.runtime import initialized_first
 from acl_bindings.torch import (
@@ -49,11 +47,10 @@ class TorchDescription(TensorDescription):
 
     def __init__(self, t: Any, param: str = "gradOut", func: str = checks.PHASE1) -> None:
         torch = torch_module()
-        table: dict[Any, np.dtype] = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16),
-                                      torch.bfloat16: bfloat16()}
-        if t.dtype not in table:
+        name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(t.dtype)
+        if name is None:
             raise AclnnParamError(161002, func, f"{param}: dtype must be {checks.SUPPORTED_NAMES}, got {t.dtype}")
-        super().__init__(t, table[t.dtype])
+        super().__init__(t, as_dtype(name))  # (ml_dtypes is imported for a bfloat16 tensor only)
 
 
 def describe_tensor(t: Any) -> TorchDescription:

@@ -6,6 +6,9 @@ A tensor on another device type is a clear ``TypeError`` that names the paramete
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -102,3 +105,23 @@ def test_a_read_only_tensor_out_is_refused(no_leaks, session: Session) -> None:
     out = torch.zeros(IN5)._neg_view()
     with pytest.raises(TypeError, match="negative or conjugate"):
         session.backward(_grad(), OUT3, IN5, out=out)
+
+
+def test_float_tensors_leave_ml_dtypes_unimported() -> None:
+    """ml_dtypes takes most of a second to import (over ten seconds on a loaded machine): a float32 or float16
+    call, numpy or torch, backward or forward, must not pay it; a bfloat16 tensor then imports it."""
+    code = ("import sys, numpy as np, torch\n"
+            "from upsample3d_grad import Session\n"
+            "from upsample3d_grad.functional import backward_torch, forward_torch\n"
+            "with Session() as s:\n"
+            "    for dt in (np.float32, np.float16):\n"
+            "        s.backward(np.ones((2, 2, 2, 2, 2), dt), (2, 2, 2), (2, 2, 1, 1, 1))\n"
+            "        s.forward(np.ones((2, 2, 2, 2, 2), dt), (4, 4, 4))\n"
+            "for dt in (torch.float32, torch.float16):\n"
+            "    backward_torch(torch.ones(2, 2, 2, 2, 2, dtype=dt), (2, 2, 2), (2, 2, 1, 1, 1))\n"
+            "    forward_torch(torch.ones(2, 2, 2, 2, 2, dtype=dt), (4, 4, 4))\n"
+            "assert 'ml_dtypes' not in sys.modules, 'a float call imported ml_dtypes'\n"
+            "backward_torch(torch.ones(2, 2, 2, 2, 2, dtype=torch.bfloat16), (2, 2, 2), (2, 2, 1, 1, 1))\n"
+            "assert 'ml_dtypes' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
