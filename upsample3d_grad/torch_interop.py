@@ -148,6 +148,10 @@ def _npu_launch(op: Any, values: tuple[Any, ...], device: Any, api: _TorchNpu) -
 #: NPU calls with no *out* whose key (the input's metadata, the sizes, scales, layout, strict) passed
 #: the host checks: their kept plan, by device; ``kept`` holds the argument templates (address aside)
 _npu_calls: dict[Any, CallCache] = {}
+#: the call shapes kept per device: an eviction synchronises the device (the executor may still be queued), so a
+#: workload of many shapes must rarely reach it.  CANN's own aclnn cache keeps 10000 entries a thread by default
+#: (ACLNN_CACHE_LIMIT, cann-abi.md §8.6); a kept call here is about 11 KB of Python objects
+NPU_PLANS = 1024
 #: the workspace of each (device, stream) the NPU path ran on, reused in that stream's order (under ``_npu_lock``)
 _npu_workspaces: dict[tuple[Any, int], TorchWorkspace] = {}
 _npu_lock = threading.RLock()
@@ -220,7 +224,7 @@ def _npu_keep(op: Any, key: tuple[Any, ...], values: tuple[Any, ...], x: Any, ap
     with _npu_lock, api.torch_npu.npu.device(device.index):
         if not _npu_calls:  # (registered after torch_npu's hook, so it runs first: torch_npu is still up)
             atexit.register(_release_at_exit)
-        cache = _npu_calls.setdefault(device, CallCache())
+        cache = _npu_calls.setdefault(device, CallCache(NPU_PLANS))
         borrowed = tuple(BorrowedArray(v) if isinstance(v, TensorArg) else v for v in values)
         call = cache.get(key)
         if call is None:

@@ -32,3 +32,33 @@ print("RESULT " + json.dumps(out))
 def test_new_shapes_reuse_the_kept_workspace(tmp_path) -> None:
     _, out, _ = _finish(*_start(SCRIPT, tmp_path))
     assert out == {"allocations": 0, "ok": True}, out
+
+
+MANY = r"""
+import json
+import numpy as np
+import torch, torch_npu
+from acl_bindings import sim
+from upsample3d_grad.functional import backward_torch
+from upsample3d_grad.reference import upsample_nearest_exact3d_backward as ref
+
+shapes = [(2, 1 + k // 8, 1 + k % 8) for k in range(48)]  # 48 call shapes: more than a small cache would keep
+gs = [torch.arange(float(2 * h * w)).reshape(1, 1, d, h, w).npu() for d, h, w in shapes]
+torch.npu.synchronize()
+syncs = lambda: sim.call_count("aclrtSynchronizeDevice") + sim.call_count("aclrtSynchronizeStream")
+phase1 = "aclnnUpsampleNearestExact3dBackwardGetWorkspaceSize"
+before, made = syncs(), sim.call_count(phase1)
+results = [backward_torch(g, s, (1, 1, 1, 1, 1)) for g, s in zip(gs, shapes)]
+again = [backward_torch(g, s, (1, 1, 1, 1, 1)) for g, s in zip(gs, shapes)]  # every plan still kept
+out = {"syncs": syncs() - before, "phase1": sim.call_count(phase1) - made}
+out["ok"] = all(np.array_equal(r.cpu().numpy(), ref(g.cpu().numpy(), s, (1, 1, 1, 1, 1)))
+                for g, s, r in zip(gs * 2, shapes * 2, results + again))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_many_new_shapes_neither_synchronise_nor_lose_their_plans(tmp_path) -> None:
+    """A workload of many call shapes: each first call makes a plan (one phase 1), none synchronises the device
+    (an eviction would), and the repeats run on the kept plans."""
+    _, out, _ = _finish(*_start(MANY, tmp_path))
+    assert out == {"syncs": 0, "phase1": 48, "ok": True}, out
